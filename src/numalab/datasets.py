@@ -1,0 +1,110 @@
+"""Where the book's datasets are, and how a notebook loads them.
+
+A *dataset* is anything :func:`numalab.topology.load` reads: a sysfs dump
+(directory or tarball), hwloc XML, lscpu CSV, a ``.toml`` machine
+description, or a synthetic string. The book's default set is
+
+1. the project's own data: ``data/collected/*.tar.bz2`` (machines collected
+   with ``numalab collect``) and ``data/machines/*.toml`` (machines described
+   from the patches' published facts);
+2. the hwloc project's real machines in ``../shared/topologies/hwloc``
+   (``NUMALAB_SHARED`` overrides where that is), when present.
+
+``numalab build --data PATH ...`` replaces this set with the given paths.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import NumalabError
+from .topology import is_synthetic, load
+from .topology.model import Topology
+
+__all__ = ["repo_root", "shared_topologies", "project_datasets", "shared_datasets",
+           "default_datasets", "load_datasets", "label"]
+
+
+def repo_root(start: Path | None = None) -> Path:
+    """The project checkout: the nearest folder above ``start`` (default: the
+    current directory, then this package) holding ``pyproject.toml`` and
+    ``notebooks/``."""
+    candidates = [Path(start or Path.cwd()).resolve(), Path(__file__).resolve()]
+    for base in candidates:
+        for d in [base, *base.parents]:
+            if (d / "pyproject.toml").is_file() and (d / "notebooks").is_dir():
+                return d
+    raise NumalabError("cannot find the numalab checkout (a folder with pyproject.toml "
+                       "and notebooks/); run from inside it")
+
+
+def shared_topologies(root: Path | None = None) -> Path | None:
+    """The hwloc topology collection, or None when it is not beside the checkout."""
+    env = os.environ.get("NUMALAB_SHARED")
+    if env:
+        p = Path(env)
+        if (p / "linux").is_dir():
+            return p
+        if (p / "topologies" / "hwloc").is_dir():
+            return p / "topologies" / "hwloc"
+        return None
+    try:
+        base = root or repo_root()
+    except NumalabError:
+        return None
+    p = base.parent / "shared" / "topologies" / "hwloc"
+    return p if p.is_dir() else None
+
+
+def project_datasets(root: Path | None = None) -> list[str]:
+    """The project's own datasets under ``data/``, sorted."""
+    base = (root or repo_root()) / "data"
+    found = sorted(base.glob("collected/*.tar.bz2")) + sorted(base.glob("machines/*.toml"))
+    return [str(p) for p in found]
+
+
+def shared_datasets(root: Path | None = None) -> list[str]:
+    """The hwloc collection's sysfs dumps and XML files, sorted (empty when absent)."""
+    shared = shared_topologies(root)
+    if shared is None:
+        return []
+    found = sorted(shared.glob("linux/*.tar.bz2")) + sorted(shared.glob("xml/*.xml"))
+    return [str(p) for p in found]
+
+
+def default_datasets(root: Path | None = None) -> list[str]:
+    """The book's default datasets: the project's, then the shared collection."""
+    return project_datasets(root) + shared_datasets(root)
+
+
+def label(dataset: str) -> str:
+    """A short name for a dataset: the file name without its extensions, or
+    the synthetic string itself.
+
+    >>> label("/x/linux/16amd64-8n2c.tar.bz2")
+    '16amd64-8n2c'
+    """
+    if is_synthetic(dataset) and not Path(dataset).exists():
+        return dataset.strip()
+    name = Path(dataset).name
+    for ext in (".tar.bz2", ".tar.gz", ".tar.xz", ".tar", ".tgz", ".xml", ".toml", ".csv", ".lscpu"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return name
+
+
+def load_datasets(datasets: list[str] | None = None) -> dict[str, Topology]:
+    """Load datasets (default: :func:`default_datasets`) as ``{label: Topology}``.
+
+    A dataset that cannot be read raises its TopologyError: a chapter never
+    silently drops a machine it was given.
+    """
+    paths = list(datasets) if datasets else default_datasets()
+    out: dict[str, Topology] = {}
+    for p in paths:
+        name = label(p)
+        while name in out:
+            name += "'"
+        out[name] = load(p)
+    return out
