@@ -1,0 +1,263 @@
+"""A native microbenchmark of cache-line traffic, compiled at run time.
+
+Two measurements, both with threads pinned to CPUs:
+
+* **core-to-core round trip**: two threads take turns writing one shared
+  cache line (a ping-pong on an atomic word). The time of one round trip is
+  about two cache-line transfers between the two CPUs; the matrix over all
+  CPU pairs shows which CPUs share a core, a cache, a node.
+* **contended increments**: N threads increment one shared atomic counter
+  (what ``refcount_inc()`` does: every CPU writes the same line) versus each
+  thread incrementing its own counter on its own cache line (what
+  ``percpu_ref_get()`` does in percpu mode).
+
+The C source below is compiled with the system compiler (``cc``) into a
+shared library loaded with ctypes; where there is no compiler, or the
+platform cannot pin threads, :class:`BenchUnavailable` says so and callers
+skip. Results are plain dicts, so they can be stored in a dump's
+``numalab/bench.json`` and read back by the chapters.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import NumalabError
+
+__all__ = ["BenchUnavailable", "library", "pingpong_ns", "latency_matrix",
+           "contended_increments", "run_atomics"]
+
+_C_SOURCE = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define LINE 128   /* two lines: keeps adjacent-line prefetch out of the way */
+
+static double now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static int pin(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/* ---- ping-pong ---------------------------------------------------------- */
+struct pp { _Alignas(LINE) _Atomic long flag; };
+struct pp_arg { struct pp *line; int cpu; long iters; int err; };
+
+static void *pong(void *p) {
+    struct pp_arg *a = p;
+    if (pin(a->cpu)) { a->err = 1; atomic_store(&a->line->flag, -2); return NULL; }
+    for (long i = 0; i < a->iters; i++) {
+        while (atomic_load_explicit(&a->line->flag, memory_order_acquire) != 2 * i + 1)
+            if (atomic_load_explicit(&a->line->flag, memory_order_relaxed) == -1) return NULL;
+        atomic_store_explicit(&a->line->flag, 2 * i + 2, memory_order_release);
+    }
+    return NULL;
+}
+
+/* Nanoseconds per round trip between cpu_a and cpu_b; negative on error. */
+double numalab_pingpong(int cpu_a, int cpu_b, long iters) {
+    struct pp *line = aligned_alloc(LINE, sizeof(*line));
+    if (!line) return -1;
+    atomic_store(&line->flag, 0);
+    struct pp_arg b = { line, cpu_b, iters, 0 };
+    pthread_t t;
+    if (pthread_create(&t, NULL, pong, &b)) { free(line); return -2; }
+    if (pin(cpu_a)) { atomic_store(&line->flag, -1); pthread_join(t, NULL); free(line); return -3; }
+    double t0 = now_ns();
+    for (long i = 0; i < iters; i++) {
+        atomic_store_explicit(&line->flag, 2 * i + 1, memory_order_release);
+        long v;
+        while ((v = atomic_load_explicit(&line->flag, memory_order_acquire)) != 2 * i + 2)
+            if (v == -2) { pthread_join(t, NULL); free(line); return -3; }
+    }
+    double dt = now_ns() - t0;
+    pthread_join(t, NULL);
+    free(line);
+    return b.err ? -3 : dt / iters;
+}
+
+/* ---- contended increments ------------------------------------------------ */
+struct slot { _Alignas(LINE) _Atomic long v; };
+struct inc_arg { _Atomic long *counter; int cpu; long iters; _Atomic int *go; int err; double ns; };
+
+static void *incr(void *p) {
+    struct inc_arg *a = p;
+    if (pin(a->cpu)) a->err = 1;
+    while (!atomic_load(a->go)) ;
+    double t0 = now_ns();
+    for (long i = 0; i < a->iters; i++)
+        atomic_fetch_add_explicit(a->counter, 1, memory_order_relaxed);
+    a->ns = now_ns() - t0;
+    return NULL;
+}
+
+/* Total increments per second of n threads; shared != 0: one counter for all. */
+double numalab_increments(int n, const int *cpus, long iters, int shared) {
+    struct slot *slots = aligned_alloc(LINE, sizeof(struct slot) * (n > 0 ? n : 1));
+    struct inc_arg *args = calloc(n, sizeof(*args));
+    pthread_t *th = calloc(n, sizeof(*th));
+    _Atomic int go = 0;
+    if (!slots || !args || !th) return -1;
+    for (int i = 0; i < n; i++) {
+        atomic_store(&slots[i].v, 0);
+        args[i] = (struct inc_arg){ shared ? &slots[0].v : &slots[i].v, cpus[i], iters, &go, 0, 0 };
+        if (pthread_create(&th[i], NULL, incr, &args[i])) return -2;
+    }
+    atomic_store(&go, 1);
+    double worst = 0; int err = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        if (args[i].ns > worst) worst = args[i].ns;
+        err |= args[i].err;
+    }
+    free(slots); free(args); free(th);
+    if (err) return -3;
+    return worst > 0 ? (double)n * iters / (worst / 1e9) : -4;
+}
+"""
+
+
+class BenchUnavailable(NumalabError):
+    """The benchmark cannot run here (no compiler, no thread pinning)."""
+
+
+_LIB: ctypes.CDLL | None = None
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "numalab"
+
+
+def library() -> ctypes.CDLL:
+    """Compile (once per source version) and load the benchmark library."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    if not sys.platform.startswith("linux"):
+        raise BenchUnavailable("the atomics benchmark pins threads with Linux affinity calls")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise BenchUnavailable("no C compiler (cc or gcc) on PATH; install one to run the benchmark")
+    digest = hashlib.sha256(_C_SOURCE.encode()).hexdigest()[:16]
+    out = _cache_dir() / f"atomics-{digest}.so"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "atomics.c"
+            src.write_text(_C_SOURCE)
+            so = Path(tmp) / "atomics.so"
+            r = subprocess.run([cc, "-O2", "-std=c11", "-shared", "-fPIC", "-pthread",
+                                str(src), "-o", str(so)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BenchUnavailable(f"compiling the benchmark with {cc} failed: "
+                                       f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+            os.replace(so, out)
+    lib = ctypes.CDLL(str(out))
+    lib.numalab_pingpong.restype = ctypes.c_double
+    lib.numalab_pingpong.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    lib.numalab_increments.restype = ctypes.c_double
+    lib.numalab_increments.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_long,
+                                       ctypes.c_int]
+    _LIB = lib
+    return lib
+
+
+def _usable_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def pingpong_ns(cpu_a: int, cpu_b: int, iters: int = 20000, repeats: int = 3) -> float:
+    """Best-of-``repeats`` nanoseconds per round trip between two CPUs."""
+    lib = library()
+    best = float("inf")
+    for _ in range(repeats):
+        v = lib.numalab_pingpong(cpu_a, cpu_b, iters)
+        if v < 0:
+            raise BenchUnavailable(f"cannot pin threads to CPUs {cpu_a} and {cpu_b}")
+        best = min(best, v)
+    return best
+
+
+def latency_matrix(cpus: list[int] | None = None, iters: int = 20000,
+                   progress=None) -> dict:
+    """Round-trip latency (ns) for every ordered pair of distinct CPUs.
+
+    Returns ``{"cpus": [...], "round_trip_ns": [[...]]}`` with ``None`` on the
+    diagonal (a CPU with itself has no transfer).
+    """
+    cpus = list(cpus) if cpus is not None else _usable_cpus()
+    mat: list[list[float | None]] = [[None] * len(cpus) for _ in cpus]
+    pairs = [(i, j) for i in range(len(cpus)) for j in range(len(cpus)) if i < j]
+    for k, (i, j) in enumerate(pairs):
+        v = pingpong_ns(cpus[i], cpus[j], iters)
+        mat[i][j] = mat[j][i] = round(v, 2)
+        if progress:
+            progress(k + 1, len(pairs))
+    return {"cpus": cpus, "round_trip_ns": mat}
+
+
+def contended_increments(n: int, cpus: list[int] | None = None, iters: int = 2_000_000,
+                         shared: bool = True, repeats: int = 3) -> float:
+    """Best-of-``repeats`` total increments/s of ``n`` threads.
+
+    Threads are pinned round-robin over ``cpus`` (default: the CPUs this
+    process may use); with more threads than CPUs they time-share.
+    """
+    lib = library()
+    pool = list(cpus) if cpus is not None else _usable_cpus()
+    placed = (ctypes.c_int * n)(*[pool[i % len(pool)] for i in range(n)])
+    best = 0.0
+    for _ in range(repeats):
+        v = lib.numalab_increments(n, placed, iters, 1 if shared else 0)
+        if v < 0:
+            raise BenchUnavailable(f"increment benchmark failed ({v:.0f}) on CPUs {list(placed)}")
+        best = max(best, v)
+    return best
+
+
+def run_atomics(max_threads: int | None = None, quick: bool = False, progress=None) -> dict:
+    """The full benchmark as one JSON-able dict (what ``collect --bench`` stores)."""
+    cpus = _usable_cpus()
+    max_threads = max_threads or max(2, len(cpus))
+    iters_pp = 2000 if quick else 20000
+    iters_inc = 1_000_000 if quick else 4_000_000
+    t0 = time.time()
+    lat = latency_matrix(cpus, iters_pp, progress=progress) if len(cpus) > 1 else \
+        {"cpus": cpus, "round_trip_ns": [[None]]}
+    rows = []
+    for n in range(1, max_threads + 1):
+        shared = contended_increments(n, cpus, iters_inc, shared=True)
+        percpu = contended_increments(n, cpus, iters_inc, shared=False)
+        rows.append({"threads": n, "shared_ops_per_s": round(shared),
+                     "percpu_ops_per_s": round(percpu)})
+    return {
+        "numalab": __version__,
+        "kind": "atomics",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus_used": cpus,
+        "latency": lat,
+        "increments": rows,
+        "seconds": round(time.time() - t0, 2),
+    }

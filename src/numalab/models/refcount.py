@@ -1,0 +1,235 @@
+"""Contention model: one shared reference count versus per-CPU counters.
+
+``refcount_t`` is one atomic word. Every ``refcount_inc()`` / ``refcount_dec()``
+is a locked read-modify-write, so the CPU doing it must own the cache line
+holding the word. When the previous writer was another CPU, the line has to
+travel; how long that takes depends on where the previous writer sits: the
+SMT sibling (same core), the same cluster or last-level cache, the same NUMA
+node, or another node (further still with a larger SLIT distance).
+
+``percpu_ref`` in percpu mode turns get/put into ``this_cpu_add()`` on a
+counter private to each CPU: no line ever moves, whatever the number of CPUs.
+
+The model simulates ``k`` CPUs, each handling *items* (skb fragments on the
+devmem hot path). An item costs ``work_ns`` of other work and ``ops_per_item``
+reference operations. In ``"shared"`` mode the operations queue for the one
+cache line (first come, first served) and each costs a transfer from its
+previous owner; in ``"percpu"`` mode each costs ``op_local_ns``. Two regimes:
+
+* **saturated** (``rate_per_cpu=None``): every CPU processes items back to
+  back; the output is the throughput the counter allows.
+* **offered load** (``rate_per_cpu`` items/s per CPU, Poisson arrivals): the
+  output is each CPU's busy share at that throughput, the quantity the patch
+  reports as "worker CPU idle %" (idle = 1 - busy).
+
+Simplifications, stated: a stalled CPU counts as busy (it is, in the
+kernel: a locked RMW spins in hardware); transfers are serialised on the line
+(no overlap of two transfers of one line); work per item is constant; the
+cost of ``rcu_read_lock()`` around percpu operations is folded into
+``op_local_ns``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..topology.model import Topology
+
+__all__ = ["Latencies", "relation", "transfer_ns", "simulate", "sweep_flows"]
+
+
+@dataclass(frozen=True)
+class Latencies:
+    """Cache-line costs in nanoseconds.
+
+    op_local_ns:   an atomic RMW on a line this CPU already owns (and the
+                   cost of a percpu ``this_cpu_add``)
+    smt_ns:        line last written by the SMT sibling on the same core
+    cluster_ns:    ... by a CPU of the same cluster or sharing the LLC
+    node_ns:       ... by a CPU of the same NUMA node, other LLC
+    remote_ns:     ... by a CPU of another node at SLIT distance 20;
+                   other distances scale it linearly (d / 20)
+    Defaults are typical of a recent two-socket x86 server; measured values
+    come from :func:`from_round_trips`.
+    """
+
+    op_local_ns: float = 2.0
+    smt_ns: float = 15.0
+    cluster_ns: float = 45.0
+    node_ns: float = 90.0
+    remote_ns: float = 180.0
+
+    @classmethod
+    def from_round_trips(cls, bench: dict, topo: Topology, base: "Latencies | None" = None
+                         ) -> "Latencies":
+        """Replace the defaults by half the measured round trips of
+        ``numalab bench atomics`` (``bench["latency"]``), per relation class.
+        Classes the machine has no pair for keep their default."""
+        base = base or cls()
+        lat = bench.get("latency", {})
+        cpus, mat = lat.get("cpus", []), lat.get("round_trip_ns", [])
+        groups: dict[str, list[float]] = {}
+        for i, a in enumerate(cpus):
+            for j, b in enumerate(cpus):
+                if i < j and mat[i][j] is not None and a in topo.cpus and b in topo.cpus:
+                    groups.setdefault(relation(topo, a, b), []).append(mat[i][j] / 2)
+        values = asdict(base)
+        for rel, xs in groups.items():
+            key = {"smt": "smt_ns", "cluster": "cluster_ns", "node": "node_ns",
+                   "remote": "remote_ns"}[rel]
+            values[key] = float(np.median(xs))
+        return cls(**values)
+
+
+def relation(topo: Topology, a: int, b: int) -> str:
+    """How CPU ``b`` relates to CPU ``a``: "self", "smt", "cluster", "node", "remote".
+
+    >>> from numalab.topology.model import CPU, Topology, Node
+    >>> t = Topology("t", cpus={0: CPU(0, node=0, thread_siblings=3, cluster_cpus=3, llc_cpus=3),
+    ...                         1: CPU(1, node=0, thread_siblings=3, cluster_cpus=3, llc_cpus=3)},
+    ...              nodes={0: Node(0, 3)})
+    >>> relation(t, 0, 1)
+    'smt'
+    """
+    if a == b:
+        return "self"
+    ca, cb = topo.cpus[a], topo.cpus[b]
+    if ca.thread_siblings >> b & 1:
+        return "smt"
+    if (ca.cluster_cpus >> b & 1) or (ca.llc_cpus >> b & 1):
+        return "cluster"
+    if ca.node == cb.node:
+        return "node"
+    return "remote"
+
+
+def transfer_ns(topo: Topology, prev: int, cpu: int, lat: Latencies) -> float:
+    """Cost of an atomic RMW by ``cpu`` on a line last written by ``prev``."""
+    rel = relation(topo, prev, cpu)
+    if rel == "self":
+        return lat.op_local_ns
+    if rel == "remote":
+        d = topo.distance(topo.cpus[prev].node, topo.cpus[cpu].node)
+        return lat.remote_ns * d / 20.0
+    return {"smt": lat.smt_ns, "cluster": lat.cluster_ns, "node": lat.node_ns}[rel]
+
+
+def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
+             work_ns: float = 300.0, ops_per_item: int = 2,
+             rate_per_cpu: float | None = None, duration_ns: float = 2e6,
+             lat: Latencies | None = None, seed: int = 0) -> dict:
+    """Simulate ``len(cpus)`` CPUs taking references on one object.
+
+    Inputs: the topology, the CPUs doing the work (a CPU may appear once),
+    ``mode`` "shared" (refcount_t) or "percpu" (percpu_ref in percpu mode),
+    per-item work and reference operations, optional offered load per CPU
+    (items/s), simulated time, latencies, seed.
+    Output: dict with ``items_per_s``, ``ops_per_s``, ``busy`` (mean CPU busy
+    share, 0..1), ``ref_share`` (share of CPU time in reference operations,
+    stalls included) and ``mean_op_ns``.
+
+    >>> from numalab.topology.model import CPU, Topology, Node
+    >>> t = Topology("t", cpus={i: CPU(i, node=0, thread_siblings=1 << i, cluster_cpus=1 << i)
+    ...                         for i in range(4)}, nodes={0: Node(0, 15)})
+    >>> s = simulate(t, [0, 1, 2, 3], "shared"); p = simulate(t, [0, 1, 2, 3], "percpu")
+    >>> p["items_per_s"] > s["items_per_s"]
+    True
+    """
+    if mode not in ("shared", "percpu"):
+        raise ValueError(f"mode must be 'shared' or 'percpu', not {mode!r}")
+    if len(set(cpus)) != len(cpus) or not cpus:
+        raise ValueError("cpus must be a non-empty list of distinct CPUs")
+    lat = lat or Latencies()
+    rng = np.random.default_rng(seed)
+    k = len(cpus)
+    busy = [0.0] * k
+    ref_time = [0.0] * k
+    items = 0
+    ops = 0
+    op_time = 0.0
+    line_free = 0.0
+    owner = cpus[0]
+    # events: (time, seq, cpu index, ops left for the current item)
+    events: list[tuple[float, int, int, int]] = []
+    seq = 0
+
+    def next_start(i: int, now: float) -> float:
+        if rate_per_cpu is None:
+            return now
+        return max(now, arrivals[i])
+
+    arrivals = [0.0] * k
+    if rate_per_cpu is not None:
+        for i in range(k):
+            arrivals[i] = rng.exponential(1e9 / rate_per_cpu)
+    for i in range(k):
+        start = next_start(i, rng.uniform(0, work_ns))
+        heapq.heappush(events, (start + work_ns, seq, i, ops_per_item))
+        busy[i] += work_ns
+        seq += 1
+    while events:
+        t, _, i, left = heapq.heappop(events)
+        if t > duration_ns:
+            continue
+        cpu = cpus[i]
+        if mode == "shared":
+            start = max(t, line_free)
+            cost = transfer_ns(topo, owner, cpu, lat)
+            done = start + cost
+            line_free = done
+            owner = cpu
+        else:
+            cost = lat.op_local_ns
+            done = t + cost
+        stall = done - t
+        busy[i] += stall
+        ref_time[i] += stall
+        ops += 1
+        op_time += stall
+        if left > 1:
+            heapq.heappush(events, (done, seq, i, left - 1))
+        else:
+            items += 1
+            if rate_per_cpu is not None:
+                arrivals[i] += rng.exponential(1e9 / rate_per_cpu)
+            start = next_start(i, done)
+            heapq.heappush(events, (start + work_ns, seq, i, ops_per_item))
+            busy[i] += work_ns
+        seq += 1
+    secs = duration_ns / 1e9
+    return {
+        "mode": mode,
+        "cpus": len(cpus),
+        "items_per_s": items / secs,
+        "ops_per_s": ops / secs,
+        "busy": float(min(1.0, np.mean(busy) / duration_ns)),
+        "ref_share": float(np.mean(ref_time) / duration_ns),
+        "mean_op_ns": op_time / ops if ops else 0.0,
+    }
+
+
+def sweep_flows(topo: Topology, placements: dict[str, list[int]], flows: list[int], *,
+                work_ns: float = 300.0, ops_per_item: int = 2, duration_ns: float = 1e6,
+                lat: Latencies | None = None, seed: int = 0):
+    """Saturated throughput of both counters against the number of flows.
+
+    ``placements`` maps a placement name ("same node", "spread", ...) to an
+    ordered list of CPUs; ``n`` flows use its first ``n`` CPUs. Returns a tidy
+    DataFrame: placement, flows, mode, items_per_s, ops_per_s, busy,
+    ref_share, mean_op_ns.
+    """
+    import pandas as pd
+
+    rows = []
+    for name, order in placements.items():
+        for n in flows:
+            if n > len(order):
+                continue
+            for mode in ("shared", "percpu"):
+                r = simulate(topo, order[:n], mode, work_ns=work_ns, ops_per_item=ops_per_item,
+                             duration_ns=duration_ns, lat=lat, seed=seed)
+                rows.append({"placement": name, "flows": n, **r})
+    return pd.DataFrame(rows)

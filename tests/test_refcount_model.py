@@ -1,0 +1,83 @@
+"""The shared-line versus per-CPU counter model."""
+
+import pytest
+
+from numalab.models.refcount import Latencies, relation, simulate, sweep_flows, transfer_ns
+from numalab.topology.model import CPU, Node, Topology
+
+
+def box(nodes=2, per_node=8, smt=False, distance=21):
+    cpus = {}
+    for i in range(nodes * per_node):
+        n = i // per_node
+        sib = (0b11 << (i & ~1)) if smt else (1 << i)
+        cpus[i] = CPU(i, node=n, thread_siblings=sib, cluster_cpus=sib,
+                      llc_cpus=((1 << per_node) - 1) << (n * per_node))
+    d = [[10 if a == b else distance for b in range(nodes)] for a in range(nodes)]
+    return Topology("box", cpus=cpus, nodes={n: Node(n, ((1 << per_node) - 1) << (n * per_node))
+                                              for n in range(nodes)}, distances=d)
+
+
+def test_relations_and_costs():
+    t = box(smt=True)
+    lat = Latencies()
+    assert [relation(t, 0, b) for b in (0, 1, 2, 8)] == ["self", "smt", "cluster", "remote"]
+    assert transfer_ns(t, 0, 8, lat) == pytest.approx(lat.remote_ns * 21 / 20)
+    far = box(distance=32)
+    assert transfer_ns(far, 0, 8, lat) > transfer_ns(t, 0, 8, lat)
+
+
+def test_percpu_scales_and_shared_saturates():
+    t = box()
+    one = simulate(t, [0], "shared")["items_per_s"]
+    shared8 = simulate(t, list(range(8)), "shared")["items_per_s"]
+    percpu8 = simulate(t, list(range(8)), "percpu")["items_per_s"]
+    assert percpu8 == pytest.approx(8 * one, rel=0.05)       # no sharing: linear
+    assert shared8 < 0.6 * percpu8                              # the line caps throughput
+
+
+def test_cross_node_is_worse_than_same_node():
+    t = box()
+    same = simulate(t, [0, 1, 2, 3], "shared")
+    cross = simulate(t, [0, 8, 1, 9], "shared")
+    assert cross["mean_op_ns"] > same["mean_op_ns"]
+    assert cross["items_per_s"] < same["items_per_s"]
+
+
+def test_matched_load_idle_direction():
+    # same offered load on both counters: the shared one burns far more CPU
+    t = box()
+    kw = dict(rate_per_cpu=1.0e6, work_ns=150, duration_ns=1e6, seed=3)  # 8M items/s
+    s = simulate(t, list(range(8)), "shared", **kw)
+    p = simulate(t, list(range(8)), "percpu", **kw)
+    assert p["items_per_s"] == pytest.approx(s["items_per_s"], rel=0.1)
+    assert s["busy"] > 1.5 * p["busy"] and s["busy"] - p["busy"] > 0.1
+
+
+def test_deterministic_for_a_seed():
+    t = box()
+    a = simulate(t, [0, 1, 8], "shared", rate_per_cpu=2e6, seed=7)
+    b = simulate(t, [0, 1, 8], "shared", rate_per_cpu=2e6, seed=7)
+    assert a == b
+
+
+def test_from_round_trips_uses_measured_classes():
+    t = box(smt=True)
+    bench = {"latency": {"cpus": [0, 1, 2], "round_trip_ns": [[None, 40, 100], [40, None, 100],
+                                                              [100, 100, None]]}}
+    lat = Latencies.from_round_trips(bench, t)
+    assert lat.smt_ns == 20 and lat.cluster_ns == 50 and lat.remote_ns == Latencies().remote_ns
+
+
+def test_sweep_shape():
+    df = sweep_flows(box(), {"same node": list(range(8)), "spread": [0, 8, 1, 9]}, [1, 2, 4],
+                     duration_ns=2e5)
+    assert set(df["mode"]) == {"shared", "percpu"}
+    assert len(df) == 2 * 3 + 2 * 3
+
+
+@pytest.mark.parametrize("bad", [dict(cpus=[]), dict(cpus=[0, 0]), dict(cpus=[0], mode="x")])
+def test_bad_arguments(bad):
+    args = dict(cpus=[0], mode="shared") | bad
+    with pytest.raises(ValueError):
+        simulate(box(), args["cpus"], args["mode"])
