@@ -45,7 +45,7 @@ class CPU:
     package_cpus: int = 0
     llc_cpus: int = 0              # CPUs sharing the last-level cache
     l2_cpus: int = 0               # CPUs sharing the L2 cache (0 = unknown)
-    cluster_source: str = "sysfs"  # "sysfs" | "l2" | "self" | "synthetic" | "xml" | "lscpu"
+    cluster_source: str = "sysfs"  # "sysfs" | "l2" | "smt" | "self" | "synthetic" | "xml" | "lscpu"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,661 @@
+"""Read a Linux sysfs/procfs snapshot (hwloc-gather-topology layout).
+
+A snapshot is one folder ``NAME/`` holding copies of ``sys/...`` and
+``proc/...`` from the machine, as a directory or a tarball. The folder name
+may differ a little from the file name (``20s390-2g6s4c.tar.bz2`` holds
+``20s390-2g2g2s4co/``), so the reader looks for the folder that has a
+``sys/`` inside.
+
+The parsing code is written once over :class:`Dump`, which reads relative
+paths from a *file source*: :class:`DirSource` (a folder on disk) or
+:class:`~numalab.topology.safetar.MemTree` (a tarball read into memory,
+never extracted). Both answer ``read``, ``listdir``, ``is_dir``,
+``readlink``.
+
+What is read, and from where (all paths inside the dump):
+
+* CPU masks: ``sys/devices/system/cpu/{possible,present,online}``.
+* Per CPU: ``cpuN/topology/*`` and ``cpuN/cache/indexK/*``.
+* NUMA: ``sys/devices/system/node/nodeN/{cpulist|cpumap,distance,meminfo}``.
+* arch: ``proc/cpuinfo`` (else ``proc/hwloc-nofile-info``'s Architecture).
+* I/O: ``sys/bus/pci/devices/*``, ``sys/block/*/mq/*/cpu_list``,
+  ``proc/interrupts``, ``proc/irq/N/*affinity_list``.
+
+Every input problem is a :class:`~numalab.errors.TopologyError` naming the
+file inside the dump.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ..cpumask import CpumaskSyntaxError, cpus, parse_cpulist, parse_hexmask
+from ..errors import TopologyError
+from .model import CPU, IRQ, Node, PCIDevice, Topology
+from .safetar import MemTree, read_archive
+
+__all__ = ["read_dir", "read_tar", "read_source", "DirSource", "Dump",
+           "arch_from_cpuinfo", "parse_interrupts"]
+
+_CPU_DIR = re.compile(r"^cpu(\d+)$")
+_NODE_DIR = re.compile(r"^node(\d+)$")
+_INDEX_DIR = re.compile(r"^index(\d+)$")
+_PCI_ADDR = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+_TAR_EXT = (".tar.bz2", ".tar.gz", ".tar.xz", ".tbz2", ".tgz", ".tar")
+
+
+# -- file sources -------------------------------------------------------------
+
+class DirSource:
+    """A dump folder on disk, answering the same questions as a MemTree.
+
+    Paths are relative, ``/``-separated. Symlinks are followed by the OS:
+    a folder on disk is the user's own, unlike an archive from elsewhere.
+    """
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def _p(self, rel: str) -> str:
+        return os.path.join(self.root, rel) if rel else str(self.root)
+
+    def read(self, rel: str) -> bytes | None:
+        try:
+            with open(self._p(rel), "rb") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+        except OSError as e:
+            raise TopologyError(self._p(rel), f"cannot read: {e.strerror}") from None
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self._p(rel)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as e:
+            raise TopologyError(self._p(rel), f"cannot list: {e.strerror}") from None
+
+    def is_dir(self, rel: str) -> bool:
+        return os.path.isdir(self._p(rel))
+
+    def readlink(self, rel: str) -> str | None:
+        try:
+            return os.readlink(self._p(rel))
+        except OSError:
+            return None
+
+
+class Dump:
+    """Typed reads of one dump's files, relative to its ``NAME/`` folder.
+
+    ``label`` prefixes every error path, so that a message names the file
+    inside the dump: ``"x.tar.bz2:NAME/sys/devices/system/cpu/online: ..."``.
+    """
+
+    def __init__(self, source, root: str, label: str):
+        self.source = source
+        self.root = root.strip("/")
+        self.label = label
+
+    def rel(self, path: str) -> str:
+        return f"{self.root}/{path}" if self.root else path
+
+    def where(self, path: str) -> str:
+        return f"{self.label}/{path}"
+
+    def bytes(self, path: str) -> bytes | None:
+        return self.source.read(self.rel(path))
+
+    def text(self, path: str) -> str | None:
+        """The file as text without the trailing newline/NULs (hwloc's
+        gatherer pads some files with a NUL), or None when absent."""
+        data = self.bytes(path)
+        if data is None:
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TopologyError(self.where(path),
+                                f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                                f"{e.start})") from None
+        return text.strip("\x00 \t\r\n")
+
+    def integer(self, path: str) -> int | None:
+        text = self.text(path)
+        if text is None:
+            return None
+        try:
+            return int(text, 0) if text.lower().startswith("0x") else int(text)
+        except ValueError:
+            raise TopologyError(self.where(path), f"not an integer: {text[:40]!r}") from None
+
+    def cpulist(self, path: str) -> int | None:
+        text = self.text(path)
+        if text is None:
+            return None
+        try:
+            return parse_cpulist(text)
+        except CpumaskSyntaxError as e:
+            raise TopologyError(self.where(path), str(e)) from None
+
+    def hexmask(self, path: str) -> int | None:
+        text = self.text(path)
+        if text is None:
+            return None
+        try:
+            return parse_hexmask(text)
+        except CpumaskSyntaxError as e:
+            raise TopologyError(self.where(path), str(e)) from None
+
+    def mask(self, base: str, *names: str) -> int | None:
+        """The first of ``names`` present under ``base``: a ``*_list`` name is
+        read as a cpulist, any other as a hex mask. None when none is there."""
+        for n in names:
+            p = f"{base}/{n}"
+            m = self.cpulist(p) if n.endswith("list") else self.hexmask(p)
+            if m is not None:
+                return m
+        return None
+
+    def listdir(self, path: str) -> list[str]:
+        return self.source.listdir(self.rel(path))
+
+    def is_dir(self, path: str) -> bool:
+        return self.source.is_dir(self.rel(path))
+
+    def readlink(self, path: str) -> str | None:
+        return self.source.readlink(self.rel(path))
+
+
+def _numbered(names: list[str], pattern: re.Pattern) -> list[tuple[int, str]]:
+    """(number, name) for the names matching ``pattern``, by number.
+
+    >>> _numbered(["cpu10", "cpu2", "cpufreq"], _CPU_DIR)
+    [(2, 'cpu2'), (10, 'cpu10')]
+    """
+    out = []
+    for n in names:
+        m = pattern.match(n)
+        if m:
+            out.append((int(m.group(1)), n))
+    return sorted(out)
+
+
+# -- arch ---------------------------------------------------------------------
+
+_UNAME_ARCH = {
+    "x86_64": "x86", "i386": "x86", "i486": "x86", "i586": "x86", "i686": "x86",
+    "aarch64": "arm64", "arm64": "arm64", "ia64": "ia64", "s390": "s390", "s390x": "s390",
+    "ppc": "powerpc", "ppc64": "powerpc", "ppc64le": "powerpc", "riscv64": "riscv",
+    "loongarch64": "loongarch", "mips": "mips", "mips64": "mips", "parisc": "parisc",
+    "parisc64": "parisc", "sparc64": "sparc",
+}
+
+
+def arch_from_cpuinfo(text: str) -> str:
+    """The architecture that wrote a ``/proc/cpuinfo``, from the keys each
+    arch's ``show_cpuinfo()`` prints; ``"unknown"`` when none fits.
+
+    >>> arch_from_cpuinfo("processor\\t: 0\\nvendor_id\\t: GenuineIntel\\nflags\\t: fpu\\n")
+    'x86'
+    >>> arch_from_cpuinfo("processor\\t: 0\\nCPU implementer\\t: 0x48\\nCPU architecture: 8\\n")
+    'arm64'
+    """
+    keys: dict[str, str] = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            keys.setdefault(k.strip().lower(), v.strip())
+    vendor = keys.get("vendor_id", "")
+    # s390 also prints vendor_id, so it is tested before x86
+    if "s390" in vendor.lower() or "# processors" in keys:
+        return "s390"
+    if vendor or ("flags" in keys and "cpu family" in keys):
+        return "x86"
+    if "cpu implementer" in keys or "cpu architecture" in keys:
+        archv = keys.get("cpu architecture", "")
+        return "arm64" if archv in ("8", "9", "AArch64") or "aarch64" in archv.lower() else "arm"
+    if keys.get("arch", "").upper().startswith("IA-64") or "archrev" in keys:
+        return "ia64"
+    if "cpu" in keys and ("timebase" in keys or "platform" in keys):
+        return "powerpc"
+    if "isa" in keys and keys["isa"].startswith("rv"):
+        return "riscv"
+    if "cpu model" in keys and "mips" in keys["cpu model"].lower():
+        return "mips"
+    return "unknown"
+
+
+# -- /proc/interrupts ----------------------------------------------------------
+
+def parse_interrupts(text: str, where: str) -> tuple[list[int], list[IRQ]]:
+    """Parse ``/proc/interrupts``: the CPU ids of the count columns and one
+    IRQ per row (counts, chip, action names).
+
+    >>> ids, rows = parse_interrupts(
+    ...     "           CPU0       CPU2\\n 24:   5   7   PCI-MSI 1-edge   nvme0q1\\n", "x")
+    >>> ids, rows[0].counts, rows[0].chip, rows[0].name
+    ([0, 2], (5, 7), 'PCI-MSI', 'nvme0q1')
+    """
+    lines = text.splitlines()
+    if not lines:
+        return [], []
+    header = lines[0].split()
+    ids = []
+    for h in header:
+        if not h.startswith("CPU") or not h[3:].isdigit():
+            raise TopologyError(where, f"bad header column {h!r}")
+        ids.append(int(h[3:]))
+    rows = []
+    for line in lines[1:]:
+        if not line.strip():
+            continue
+        irq, sep, rest = line.partition(":")
+        if not sep:
+            raise TopologyError(where, f"line without ':': {line.strip()[:60]!r}")
+        irq = irq.strip()
+        toks = rest.split()
+        counts = []
+        for t in toks[: len(ids)]:
+            if not t.isdigit():
+                break
+            counts.append(int(t))
+        tail = toks[len(counts):]
+        if irq.isdigit():
+            chip = tail[0] if tail else ""
+            # after the chip come the hwirq (often "N-edge") and the actions
+            name = " ".join(tail[2:]) if len(tail) > 2 else (tail[1] if len(tail) == 2 else "")
+        else:
+            chip, name = "", " ".join(tail)
+        rows.append(IRQ(irq=irq, counts=tuple(counts), chip=chip, name=name))
+    return ids, rows
+
+
+# -- the reader ------------------------------------------------------------------
+
+_CPU = "sys/devices/system/cpu"
+_NODE = "sys/devices/system/node"
+
+
+def _read_cpu_masks(d: Dump, notes: list[str]) -> tuple[int, int, int]:
+    """possible/present/online, derived from the cpuN folders when absent."""
+    possible = d.cpulist(f"{_CPU}/possible")
+    present = d.cpulist(f"{_CPU}/present")
+    online = d.cpulist(f"{_CPU}/online")
+    dirs = 0
+    for cpu, name in _numbered(d.listdir(_CPU), _CPU_DIR):
+        dirs |= 1 << cpu
+    if online is None:
+        online = 0
+        for cpu in cpus(dirs):
+            flag = d.integer(f"{_CPU}/cpu{cpu}/online")
+            # cpu0 often has no 'online' file: it cannot be unplugged
+            if flag is None or flag == 1:
+                online |= 1 << cpu
+        notes.append("no cpu/online file: online CPUs derived from the cpuN folders "
+                     "and their 'online' flags")
+    if present is None:
+        present = dirs | online
+        notes.append("no cpu/present file: present CPUs = the cpuN folders")
+    if possible is None:
+        possible = present
+        notes.append("no cpu/possible file: possible CPUs = present CPUs")
+    return possible, present, online
+
+
+def _caches(d: Dump, cpu: int) -> dict[int, int]:
+    """{level: shared CPU mask} of the CPU's data/unified caches."""
+    base = f"{_CPU}/cpu{cpu}/cache"
+    out: dict[int, int] = {}
+    for _, name in _numbered(d.listdir(base), _INDEX_DIR):
+        p = f"{base}/{name}"
+        ctype = d.text(f"{p}/type")
+        if ctype is not None and ctype.lower().startswith("instruction"):
+            continue
+        level = d.integer(f"{p}/level")
+        m = d.mask(p, "shared_cpu_list", "shared_cpu_map")
+        if level is None or m is None:
+            continue
+        out[level] = out.get(level, 0) | m
+    return out
+
+
+def _read_cpu(d: Dump, cpu: int, arch: str, node: int) -> tuple[CPU, bool]:
+    """One CPU from its topology and cache folders; the flag says whether
+    the topology folder was there."""
+    base = f"{_CPU}/cpu{cpu}/topology"
+    self_mask = 1 << cpu
+    has_topo = d.is_dir(base)
+    caches = _caches(d, cpu)
+    l2 = caches.get(2, 0)
+    llc = caches[max(caches)] if caches else 0
+
+    def _int(name: str, default: int) -> int:
+        v = d.integer(f"{base}/{name}")
+        return default if v is None else v
+
+    package = _int("physical_package_id", 0)
+    die_id = d.integer(f"{base}/die_id")
+    core = _int("core_id", 0)
+    cluster = _int("cluster_id", -1)
+    threads = d.mask(base, "thread_siblings_list", "thread_siblings",
+                     "core_cpus_list", "core_cpus") or self_mask
+    package_cpus = d.mask(base, "package_cpus_list", "package_cpus",
+                          "core_siblings_list", "core_siblings") or self_mask
+    die_cpus = d.mask(base, "die_cpus_list", "die_cpus") or 0
+    if die_id is not None and die_id < 0:
+        # arm64 and others have no die level: sysfs shows die_id -1 and the
+        # generic topology_die_cpumask() (the CPU alone). Record "no die"
+        # (0) so that Topology.dies() counts one die per package.
+        die_cpus = 0
+    cluster_cpus = d.mask(base, "cluster_cpus_list", "cluster_cpus")
+    if cluster_cpus is not None:
+        source = "sysfs"
+    elif arch == "x86":
+        # Kernels before 5.16 have no cluster_cpus file. A current x86 kernel
+        # reports cpu_clustergroup_mask() = cpu_l2c_shared_mask(), the CPUs
+        # sharing the L2 (arch/x86/kernel/smpboot.c); when the L2 id is
+        # unknown match_l2c() falls back to match_smt(), the SMT siblings.
+        if l2:
+            cluster_cpus, source = l2, "l2"
+        else:
+            cluster_cpus, source = threads, "smt"
+    else:
+        # Elsewhere topology_cluster_cpumask() is either the arch's cluster
+        # from firmware (arm64/riscv via drivers/base/arch_topology.c, which
+        # a dump without the file cannot tell us) or the generic default of
+        # include/linux/topology.h, cpumask_of(cpu): the CPU alone.
+        cluster_cpus, source = self_mask, "self"
+    die = die_id if die_id is not None and die_id >= 0 else 0
+    c = CPU(id=cpu, node=node, package=package, die=die, core=core, cluster=cluster,
+            thread_siblings=threads, cluster_cpus=cluster_cpus,
+            die_cpus=die_cpus, package_cpus=package_cpus, llc_cpus=llc, l2_cpus=l2,
+            cluster_source=source)
+    return c, has_topo
+
+
+def _meminfo_total(d: Dump, path: str) -> int | None:
+    """MemTotal of a node's meminfo in bytes (``Node 0 MemTotal: 123 kB``)."""
+    text = d.text(path)
+    if text is None:
+        return None
+    for line in text.splitlines():
+        if "MemTotal:" in line:
+            toks = line.split("MemTotal:", 1)[1].split()
+            try:
+                val = int(toks[0])
+            except (IndexError, ValueError):
+                raise TopologyError(d.where(path), f"bad MemTotal line {line.strip()!r}") from None
+            unit = toks[1].lower() if len(toks) > 1 else "b"
+            return val * {"kb": 1024, "mb": 1 << 20, "gb": 1 << 30}.get(unit, 1)
+    return None
+
+
+def _read_nodes(d: Dump, present: int, notes: list[str]):
+    """Nodes and the distance matrix (rows in node-id order)."""
+    found = _numbered(d.listdir(_NODE), _NODE_DIR)
+    if not found:
+        notes.append("no node folders: one node 0 holding all CPUs, no distances")
+        return {0: Node(id=0, cpus=present)}, []
+    nodes: dict[int, Node] = {}
+    rows: dict[int, list[int]] = {}
+    for nid, name in found:
+        base = f"{_NODE}/{name}"
+        m = d.mask(base, "cpulist", "cpumap") or 0
+        nodes[nid] = Node(id=nid, cpus=m, memory_bytes=_meminfo_total(d, f"{base}/meminfo"))
+        text = d.text(f"{base}/distance")
+        if text is not None:
+            try:
+                rows[nid] = [int(t) for t in text.split()]
+            except ValueError:
+                raise TopologyError(d.where(f"{base}/distance"),
+                                    f"not a list of integers: {text[:60]!r}") from None
+    if not rows:
+        notes.append("no node distance files: no distance matrix")
+        return nodes, []
+    k = len(nodes)
+    for nid, _ in found:
+        path = d.where(f"{_NODE}/node{nid}/distance")
+        if nid not in rows:
+            raise TopologyError(path, "missing while other nodes have one")
+        if len(rows[nid]) != k:
+            raise TopologyError(path, f"has {len(rows[nid])} entries, expected {k}")
+    return nodes, [rows[nid] for nid, _ in found]
+
+
+def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str]):
+    """Give every CPU one node, as ``cpu_to_node()`` does.
+
+    Buggy firmware can make node masks overlap (8em64t-2s2ca2c-buggynuma
+    lists CPUs 0-7 in all eight nodes). The CPU's own ``cpuN/nodeM`` link is
+    the kernel's cpu_to_node() answer; without one the lowest node wins.
+    The CPU is then removed from the other nodes' masks, and a note says so.
+    Output: (nodes, {cpu: node}).
+    """
+    owners: dict[int, list[int]] = {}
+    for nid in sorted(nodes):
+        for c in cpus(nodes[nid].cpus):
+            owners.setdefault(c, []).append(nid)
+    node_of: dict[int, int] = {}
+    moved = []
+    for c, ns in owners.items():
+        if len(ns) == 1:
+            node_of[c] = ns[0]
+            continue
+        linked = [n for n, _ in _numbered(d.listdir(f"{_CPU}/cpu{c}"), _NODE_DIR) if n in ns]
+        node_of[c] = linked[0] if len(linked) == 1 else ns[0]
+        moved.append(c)
+    if moved:
+        fixed = {}
+        for nid, n in nodes.items():
+            keep = sum(1 << c for c in cpus(n.cpus) if node_of[c] == nid)
+            fixed[nid] = Node(id=nid, cpus=keep, memory_bytes=n.memory_bytes)
+        nodes = fixed
+        notes.append(f"node cpu masks overlap for {len(moved)} CPU(s) (firmware bug): each "
+                     "kept only in its cpuN/nodeM link's node, else in its lowest node")
+    return nodes, node_of
+
+
+def _read_pci(d: Dump) -> list[PCIDevice]:
+    """PCI functions from sys/bus/pci/devices (links), else sys/devices/pci*."""
+    paths: list[tuple[str, str]] = []
+    listed = d.listdir("sys/bus/pci/devices")
+    if listed:
+        paths = [(a, f"sys/bus/pci/devices/{a}") for a in listed if _PCI_ADDR.match(a)]
+    else:
+        todo = [f"sys/devices/{r}" for r in d.listdir("sys/devices") if r.startswith("pci")]
+        seen = set()
+        while todo:
+            p = todo.pop()
+            for n in d.listdir(p):
+                if _PCI_ADDR.match(n) and n not in seen:
+                    seen.add(n)
+                    paths.append((n, f"{p}/{n}"))
+                    todo.append(f"{p}/{n}")
+    out = []
+    for addr, p in sorted(paths):
+        if not d.is_dir(p):
+            continue   # a link whose target the dump did not keep
+        link = d.readlink(f"{p}/driver")
+        out.append(PCIDevice(
+            address=addr,
+            class_code=d.integer(f"{p}/class") or 0,
+            numa_node=d.integer(f"{p}/numa_node") if d.bytes(f"{p}/numa_node") is not None
+            else -1,
+            msi_vectors=len(d.listdir(f"{p}/msi_irqs")),
+            vendor=d.integer(f"{p}/vendor"),
+            device=d.integer(f"{p}/device"),
+            driver=link.rstrip("/").rsplit("/", 1)[-1] if link else None,
+        ))
+    return out
+
+
+def _read_blk_mq(d: Dump) -> dict[str, list[int]]:
+    out = {}
+    for disk in d.listdir("sys/block"):
+        hctxs = [(int(h), h) for h in d.listdir(f"sys/block/{disk}/mq") if h.isdigit()]
+        if not hctxs:
+            continue
+        masks = []
+        for _, h in sorted(hctxs):
+            # old kernels print "0, 1, 2"; parse_cpulist strips the spaces
+            masks.append(d.cpulist(f"sys/block/{disk}/mq/{h}/cpu_list") or 0)
+        out[disk] = masks
+    return out
+
+
+def _read_irqs(d: Dump, meta: dict) -> list[IRQ]:
+    text = d.text("proc/interrupts")
+    rows: list[IRQ] = []
+    if text is not None:
+        ids, rows = parse_interrupts(text, d.where("proc/interrupts"))
+        meta["interrupt_cpus"] = ids
+    by_irq = {r.irq: r for r in rows}
+    for irq in sorted((n for n in d.listdir("proc/irq") if n.isdigit()), key=int):
+        base = f"proc/irq/{irq}"
+        aff = d.cpulist(f"{base}/smp_affinity_list")
+        if aff is None:
+            aff = d.hexmask(f"{base}/smp_affinity")
+        eff = d.cpulist(f"{base}/effective_affinity_list")
+        if eff is None:
+            eff = d.hexmask(f"{base}/effective_affinity")
+        row = by_irq.get(irq, IRQ(irq=irq))
+        by_irq[irq] = IRQ(irq=row.irq, counts=row.counts, chip=row.chip, name=row.name,
+                          smp_affinity=aff, effective_affinity=eff)
+    return list(by_irq.values())
+
+
+def _kernel_release(d: Dump) -> str | None:
+    text = d.text("proc/version")
+    if text and text.startswith("Linux version "):
+        return text.split()[2]
+    rel = d.text("proc/sys/kernel/osrelease")
+    if rel:
+        return rel
+    info = d.text("proc/hwloc-nofile-info") or ""
+    for line in info.splitlines():
+        if line.startswith("OSRelease:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _arch(d: Dump, notes: list[str]) -> str:
+    text = d.text("proc/cpuinfo")
+    if text is not None:
+        arch = arch_from_cpuinfo(text)
+        if arch != "unknown":
+            return arch
+    info = d.text("proc/hwloc-nofile-info") or ""
+    for line in info.splitlines():
+        if line.startswith("Architecture:"):
+            arch = _UNAME_ARCH.get(line.split(":", 1)[1].strip())
+            if arch:
+                notes.append("arch from hwloc-nofile-info's Architecture (cpuinfo did not say)")
+                return arch
+    notes.append("arch unknown: no recognisable proc/cpuinfo")
+    return "unknown"
+
+
+def read_source(source, root: str, label: str, *, name: str, path: str) -> Topology:
+    """Build a Topology from a file source whose dump folder is ``root``.
+
+    Inputs: a file source (DirSource or MemTree), the dump folder inside it,
+    the error-path prefix, the topology's name and the source path.
+    """
+    d = Dump(source, root, label)
+    notes: list[str] = []
+    meta: dict = {"name": root.rsplit("/", 1)[-1] if root else name, "source": path,
+                  "notes": notes}
+    if not d.is_dir(_CPU):
+        raise TopologyError(d.where(_CPU), "missing: not a sysfs dump")
+    arch = _arch(d, notes)
+    possible, present, online = _read_cpu_masks(d, notes)
+    nodes, distances = _read_nodes(d, present, notes)
+
+    nodes, node_of = _untangle_nodes(d, nodes, notes)
+
+    # The model describes online CPUs (as hwloc's PUs do); offline and
+    # not-present CPUs appear only in the possible/present masks.
+    cpu_objs: dict[int, CPU] = {}
+    missing_topo = []
+    for cpu in cpus(online):
+        c, has_topo = _read_cpu(d, cpu, arch, node_of.get(cpu, -1))
+        if not has_topo:
+            missing_topo.append(cpu)
+        cpu_objs[cpu] = c
+    if missing_topo:
+        notes.append(f"{len(missing_topo)} online CPU(s) without a topology folder "
+                     f"(treated as alone in their core/package): {missing_topo[:8]}")
+    sources = sorted({c.cluster_source for c in cpu_objs.values()})
+    if sources and sources != ["sysfs"]:
+        notes.append(f"no cluster_cpus files (kernel before 5.16): clusters filled in as a "
+                     f"current kernel would report them ({', '.join(sources)})")
+
+    kernel = _kernel_release(d)
+    if kernel:
+        meta["kernel"] = kernel
+    topo = Topology(
+        name=name, source=path, arch=arch, possible=possible, present=present, online=online,
+        cpus=cpu_objs, nodes=nodes, distances=distances, pci=_read_pci(d),
+        blk_mq=_read_blk_mq(d), irqs=_read_irqs(d, meta), meta=meta)
+    return topo.validate()
+
+
+def _label(path: Path) -> str:
+    n = path.name
+    for ext in _TAR_EXT:
+        if n.endswith(ext):
+            return n[: -len(ext)]
+    return n
+
+
+def _find_root(source, label: str, where: str) -> str:
+    """The dump folder inside a source: the source itself when it holds
+    ``sys/``, else its one sub-folder that does (preferring ``label``)."""
+    if source.is_dir("sys/devices"):
+        return ""
+    cands = [n for n in source.listdir("") if source.is_dir(f"{n}/sys")]
+    if len(cands) == 1:
+        return cands[0]
+    if label in cands:
+        return label
+    if not cands:
+        raise TopologyError(where, "no NAME/sys/ folder: not an hwloc-gather-topology dump")
+    raise TopologyError(where, f"several dump folders ({', '.join(sorted(cands)[:4])}); "
+                               "give one of them")
+
+
+def read_dir(path: str | Path, **options) -> Topology:
+    """Read a dump folder: either ``NAME/`` itself or a folder holding it.
+
+    Options: ``name`` (default: the folder's name). Others are ignored.
+
+    >>> read_dir("/tmp/16amd64-8n2c").counts()["numa"]    # doctest: +SKIP
+    8
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise TopologyError(str(p), "not a directory")
+    src = DirSource(p)
+    root = _find_root(src, p.name, str(p))
+    label = str(p / root) if root else str(p)
+    name = options.get("name") or (root or p.name)
+    return read_source(src, root, label, name=name, path=str(p))
+
+
+def read_tar(path: str | Path, **options) -> Topology:
+    """Read a dump tarball in memory (see :mod:`.safetar`), never extracting.
+
+    Options: ``name`` (default: the file name without its extensions).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TopologyError(str(p), "no such file")
+    tree: MemTree = read_archive(p)
+    label = _label(p)
+    root = _find_root(tree, label, str(p))
+    name = options.get("name") or label
+    return read_source(tree, root, f"{p}:{root}", name=name, path=str(p))
