@@ -15,7 +15,9 @@ description, or a synthetic string. The book's default set is
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pickle
 from pathlib import Path
 
 from .errors import NumalabError
@@ -23,7 +25,7 @@ from .topology import is_synthetic, load
 from .topology.model import Topology
 
 __all__ = ["repo_root", "shared_topologies", "project_datasets", "shared_datasets",
-           "default_datasets", "load_datasets", "label"]
+           "default_datasets", "load_datasets", "load_cached", "label"]
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -94,11 +96,59 @@ def label(dataset: str) -> str:
     return name
 
 
+def _reader_digest() -> str:
+    """Hash of the topology readers' source: a parsed dump cached by an older
+    reader is never reused."""
+    h = hashlib.sha256()
+    pkg = Path(__file__).resolve().parent
+    for f in sorted([pkg / "cpumask.py", *(pkg / "topology").glob("*.py")]):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _cache_path(path: Path) -> Path | None:
+    """Where the parsed form of a dump file is cached (None: don't cache)."""
+    if not path.is_file():
+        return None
+    try:
+        root = repo_root()
+    except NumalabError:
+        return None
+    h = hashlib.sha256(path.read_bytes())
+    h.update(_reader_digest().encode())
+    return root / ".numalab-cache" / "topologies" / f"{h.hexdigest()[:32]}.pickle"
+
+
+def load_cached(dataset: str) -> Topology:
+    """:func:`numalab.topology.load`, with the parsed result of a *file* cached
+    under ``.numalab-cache/topologies`` keyed on the file's content and the
+    readers' source. Synthetic strings and directories are read every time."""
+    cache = _cache_path(Path(dataset))
+    if cache is not None and cache.is_file():
+        try:
+            with cache.open("rb") as f:
+                topo = pickle.load(f)
+            if isinstance(topo, Topology):
+                return topo.replace(source=dataset)
+        except Exception:  # a damaged cache entry is only a miss
+            pass
+    topo = load(dataset)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(topo, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)
+    return topo
+
+
 def load_datasets(datasets: list[str] | None = None) -> dict[str, Topology]:
     """Load datasets (default: :func:`default_datasets`) as ``{label: Topology}``.
 
     A dataset that cannot be read raises its TopologyError: a chapter never
-    silently drops a machine it was given.
+    silently drops a machine it was given. Parsed files are cached (see
+    :func:`load_cached`), so the chapters after the first read them quickly.
     """
     paths = list(datasets) if datasets else default_datasets()
     out: dict[str, Topology] = {}
@@ -106,5 +156,5 @@ def load_datasets(datasets: list[str] | None = None) -> dict[str, Topology]:
         name = label(p)
         while name in out:
             name += "'"
-        out[name] = load(p)
+        out[name] = load_cached(p)
     return out
