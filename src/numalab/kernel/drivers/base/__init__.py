@@ -1,0 +1,1 @@
+"""Ports of ``drivers/base/`` (the driver core)."""

@@ -1,0 +1,118 @@
+"""The CPU choices of ``kernel/workqueue.c`` that decide where a probe runs.
+
+Only the choices are ported, not the pools themselves (the event-driven
+pools live in :mod:`numalab.models.probe`):
+
+* :func:`work_on_cpu` target: ``work_on_cpu(cpu, fn, arg)`` queues ``fn`` on
+  ``system_percpu_wq`` (formerly ``system_wq``) with ``queue_work_on(cpu)``
+  and waits for it. The work runs in a *bound* kworker of ``cpu``'s per-CPU
+  pool, named ``kworker/CPU:ID``; the caller sleeps meanwhile.
+* :func:`select_numa_node_cpu`: what ``queue_work_node(node, wq, work)``
+  passes to ``__queue_work()`` for an unbound workqueue.
+* :func:`wq_unbound_cpumask`: the CPUs unbound workers may use
+  (``HK_TYPE_WQ`` and ``HK_TYPE_DOMAIN`` housekeeping CPUs).
+* :func:`unbound_pod_cpus`: the *pod* (affinity scope) whose pool serves a
+  CPU; the default scope is ``cache`` (CPUs sharing the last-level cache).
+
+``WORK_CPU_UNBOUND`` is ``NR_CPUS`` in the kernel; here it is the string
+``"unbound"`` so that it can never be mistaken for a CPU number.
+"""
+
+from __future__ import annotations
+
+from numalab.topology.model import Topology
+from numalab.kernel.sched.isolation import HK_TYPE_DOMAIN, HK_TYPE_WQ, Housekeeping, housekeeping_cpumask
+
+__all__ = ["WORK_CPU_UNBOUND", "WQ_DFL_ACTIVE", "WQ_CPU_INTENSIVE_THRESH_US",
+           "cpumask_any_and", "select_numa_node_cpu", "wq_unbound_cpumask",
+           "unbound_pod_cpus", "AFFINITY_SCOPES"]
+
+WORK_CPU_UNBOUND = "unbound"
+WQ_DFL_ACTIVE = 256                  # WQ_MAX_ACTIVE / 2: default max_active
+WQ_CPU_INTENSIVE_THRESH_US = 10000   # workqueue.cpu_intensive_thresh_us default
+AFFINITY_SCOPES = ("cpu", "smt", "cache", "numa", "system")
+
+
+def cpumask_any_and(a: int, b: int, nr_cpu_ids: int) -> int:
+    """``cpumask_any_and()``: the kernel defines "any" as the *first* CPU.
+
+    Returns ``nr_cpu_ids`` when the intersection is empty, as the kernel does.
+
+    >>> cpumask_any_and(0b1100, 0b0110, 4)
+    2
+    >>> cpumask_any_and(0b1000, 0b0110, 4)
+    4
+    """
+    m = a & b
+    return (m & -m).bit_length() - 1 if m else nr_cpu_ids
+
+
+def node_online(topo: Topology, node: int) -> bool:
+    """``node_online()`` for a node id: a node the topology knows.
+
+    A node that exists but has no CPUs (memory-only) is online too: the
+    kernel then finds no CPU in it and falls back, which the callers model.
+    """
+    return node in topo.nodes
+
+
+def select_numa_node_cpu(topo: Topology, node: int, current_cpu: int) -> int | str:
+    """The CPU ``queue_work_node()`` queues on, for a caller on ``current_cpu``.
+
+    Kernel rule, in order: an invalid or offline node -> ``WORK_CPU_UNBOUND``;
+    the caller's own CPU when it already is on ``node``; else the first
+    online CPU of ``node`` (the kernel's comment calls it "random"; it is
+    ``cpumask_any_and()``, i.e. the first); none -> ``WORK_CPU_UNBOUND``.
+
+    >>> from numalab.topology.model import Topology, Node, CPU
+    >>> t = Topology("t", possible=0xff, online=0xff,
+    ...              cpus={i: CPU(i, node=i // 4) for i in range(8)},
+    ...              nodes={0: Node(0, 0x0f), 1: Node(1, 0xf0)})
+    >>> select_numa_node_cpu(t, 1, 2), select_numa_node_cpu(t, 1, 6), select_numa_node_cpu(t, -1, 2)
+    (4, 6, 'unbound')
+    """
+    if node < 0 or not node_online(topo, node):
+        return WORK_CPU_UNBOUND
+    if topo.cpu_to_node(current_cpu) == node:
+        return current_cpu
+    cpu = cpumask_any_and(topo.cpumask_of_node(node), _online(topo), topo.nr_cpu_ids)
+    return cpu if cpu < topo.nr_cpu_ids else WORK_CPU_UNBOUND
+
+
+def _online(topo: Topology) -> int:
+    return topo.online or topo.present or topo.possible or sum(1 << c for c in topo.cpus)
+
+
+def wq_unbound_cpumask(topo: Topology, hk: Housekeeping) -> int:
+    """CPUs unbound workqueue workers may run on (``wq_unbound_cpumask``).
+
+    At boot the kernel starts from the possible CPUs and removes those
+    outside ``housekeeping_cpumask(HK_TYPE_WQ)`` and ``HK_TYPE_DOMAIN``;
+    if that leaves nothing it keeps the possible mask.
+    """
+    m = _online(topo) & housekeeping_cpumask(hk, HK_TYPE_WQ) & housekeeping_cpumask(hk, HK_TYPE_DOMAIN)
+    return m or _online(topo)
+
+
+def unbound_pod_cpus(topo: Topology, cpu: int, scope: str = "cache") -> int:
+    """The CPUs of ``cpu``'s pod for an unbound workqueue's affinity scope.
+
+    ``cache`` (the default, ``workqueue.default_affinity_scope``) groups CPUs
+    sharing the last-level cache; ``numa`` the node; ``smt`` the core;
+    ``cpu`` the CPU alone; ``system`` everything. A topology without cache
+    information falls back to the node, then to every CPU.
+    """
+    if scope not in AFFINITY_SCOPES:
+        raise ValueError(f"unknown affinity scope {scope!r} (one of {', '.join(AFFINITY_SCOPES)})")
+    c = topo.cpus.get(cpu)
+    everything = _online(topo)
+    if scope == "system" or c is None:
+        return everything
+    if scope == "cpu":
+        return 1 << cpu
+    if scope == "smt":
+        return c.thread_siblings or (1 << cpu)
+    if scope == "cache" and c.llc_cpus:
+        return c.llc_cpus
+    node_cpus = topo.cpumask_of_node(c.node)
+    return node_cpus or everything

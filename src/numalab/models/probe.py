@@ -1,0 +1,939 @@
+"""Where and when the kernel runs driver probes: a discrete-event model.
+
+The question of the probing chapter: on a NUMA machine, which thread and
+which CPU run each driver's ``probe()``, and how long does boot-time probing
+take under four policies?
+
+=================  ==========================================================
+policy             what changes
+=================  ==========================================================
+``mainline``  (a)  the kernel before either patch. An asynchronous probe runs
+                   in an unbound ``async_wq`` worker on the device's node;
+                   for PCI, ``pci_call_probe()`` then hands it to
+                   ``work_on_cpu()`` on the node's *first* housekeeping CPU,
+                   so all PCI probes of a node share that CPU. Synchronous PCI
+                   probes take the same ``work_on_cpu()`` detour; other
+                   synchronous probes run in the caller (a udev worker).
+``pf-wq-worker``   "PCI: skip work_on_cpu() in an unbound async probe worker"
+              (b)  (PF_WQ_WORKER test): ``pci_call_probe()`` probes in place
+                   when already in a workqueue worker, so asynchronous PCI
+                   probes stay in their unbound workers, spread over the node.
+``driver-core``    "[PATCH v2 0/3] Add NUMA-node-aware synchronous probing to
+              (c)  driver core": a synchronous probe of a device with a node is
+                   queued with ``queue_work_node(node, system_dfl_wq)`` and the
+                   caller waits; the PCI-specific code is removed.
+``bus-opt-in`` (d) the variant asked for in review: (c) only for buses that
+                   opt in (PCI); other buses keep the mainline path.
+=================  ==========================================================
+
+How a probe is modelled
+-----------------------
+A device's probe is ``rounds`` repetitions of (``cpu_ms / rounds`` of CPU
+work, then ``wait_ms / rounds`` of waiting for hardware, during which the
+CPU is free). A probe of a PF may end by probing its VFs synchronously
+(SR-IOV enable), from inside the PF's probe.
+
+CPU work on a node other than the device's costs more (its memory, MMIO and
+allocations are remote): a CPU segment of ``x`` ms takes
+``x * (1 + alpha * (d / 10 - 1))`` ms of CPU, where ``d`` is the SLIT
+distance between the CPU's node and the device's node (10 = local) and
+``alpha`` (default 0.5, an assumption: the patches publish no remote
+measurement) is the share of the work that pays the full distance ratio.
+Devices without a node (-1) never pay it.
+
+Kernel rules the model follows
+------------------------------
+* CPUs are *processor-shared*: the runnable threads of a CPU (and an optional
+  background load, in runnable tasks per CPU) share its time equally.
+* Bound workqueue pools (``work_on_cpu()``: ``kworker/CPU:ID``) are
+  concurrency-managed: a queued item starts only when no worker of the pool
+  is running; a worker that sleeps (hardware wait) lets the next item start;
+  one that runs more than ``cpu_intensive_thresh_ms`` (10 ms,
+  ``workqueue.cpu_intensive_thresh_us``) of CPU without sleeping is marked
+  CPU-intensive and stops counting. Items then share the CPU.
+* Unbound workqueues (``async_wq``, ``system_dfl_wq``: ``kworker/uPOOL:ID``)
+  start every item at once (up to ``max_active``, 256). ``queue_work_node()``
+  targets the caller's CPU if it is on the node, else the node's first online
+  CPU (:func:`~numalab.kernel.workqueue.select_numa_node_cpu`); the
+  item goes to the pool of that CPU's pod (affinity scope ``cache``: the
+  CPUs sharing its last-level cache).
+* Where a thread runs when it starts or wakes is the *scheduler's* choice; the
+  model approximates CFS/EEVDF wake-up placement: the previous CPU if idle,
+  else an idle CPU in the pod (unbound kworkers) or last-level cache, else an
+  idle CPU in the same node, else the least loaded CPU of that node (the
+  previous one on ties): a waking thread never leaves its node. Other ties
+  are broken by a random draw from the seeded generator. Bound kworkers
+  never move. A thread keeps its CPU while it runs (no periodic
+  balancing while running).
+* Isolated CPUs (``isolcpus=domain``; ``nohz_full``) are honoured through the
+  housekeeping masks: unbound workers use ``wq_unbound_cpumask``, udev
+  workers the ``HK_TYPE_DOMAIN`` CPUs, ``pci_call_probe()`` its own rule.
+* Each driver's devices are attached by one udev worker (module load:
+  ``driver_register()`` -> ``__driver_attach()`` for each device, in order),
+  all drivers starting at time 0, each worker on a CPU drawn from the seeded
+  generator among the housekeeping CPUs. Asynchronous probes are queued
+  without waiting; synchronous ones are probed one after another.
+* ``device_lock`` is taken by the thread that enters the driver core for
+  the device (the udev worker, the async worker, or the PF's probing thread
+  for a VF). When another thread runs ``probe()`` (``work_on_cpu()``, or the
+  v2 series' ``queue_work_node()`` hop), ``lockdep_assert_held()`` fails in
+  the probe: the record's ``holds_device_lock`` is False.
+
+Times are in milliseconds from the moment the udev workers start. Same
+inputs and seed, same numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..cpumask import cpus as _cpus
+from ..errors import NumalabError
+from ..kernel.drivers.base.dd import (PROBE_DEFAULT_STRATEGY, PROBE_PREFER_ASYNCHRONOUS,
+                                      driver_allows_async_probing, probe_redirected_to_node)
+from ..kernel.drivers.pci.pci_driver import pci_call_probe_cpu
+from ..kernel.sched.isolation import HK_TYPE_DOMAIN, Housekeeping, housekeeping_cpumask
+from ..kernel.workqueue import (WORK_CPU_UNBOUND, WQ_DFL_ACTIVE, node_online,
+                                       select_numa_node_cpu, unbound_pod_cpus,
+                                       wq_unbound_cpumask)
+from ..topology.model import CPU, Node, Topology
+
+__all__ = ["POLICIES", "POLICY_ALIASES", "OPT_IN_BUSES", "Device", "Params", "ProbeRecord",
+           "ProbeRun", "ProbeModelError", "policy_name", "remote_factor", "simulate",
+           "machine", "sweep", "thread_table"]
+
+POLICIES = ("mainline", "pf-wq-worker", "driver-core", "bus-opt-in")
+POLICY_ALIASES = {"a": "mainline", "b": "pf-wq-worker", "c": "driver-core", "d": "bus-opt-in",
+                  "before": "mainline", "fix": "pf-wq-worker", "v2": "driver-core",
+                  "opt-in": "bus-opt-in"}
+OPT_IN_BUSES = frozenset({"pci"})   # buses that set the opt-in flag in variant (d)
+
+_EPS = 1e-9
+
+
+class ProbeModelError(NumalabError):
+    """A device list or parameter the probe model cannot use."""
+
+
+def policy_name(policy: str) -> str:
+    """The canonical policy name for a name or alias (``"a"`` -> ``"mainline"``).
+
+    >>> policy_name("b"), policy_name("driver-core")
+    ('pf-wq-worker', 'driver-core')
+    """
+    p = POLICY_ALIASES.get(policy, policy)
+    if p not in POLICIES:
+        raise ProbeModelError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)}, "
+                              f"or a/b/c/d)")
+    return p
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device to probe.
+
+    name:       printed name (``"nvme0"``, ``"0000:01:00.0"``)
+    bus:        ``"pci"``, ``"usb"``, ``"platform"``, ...
+    node:       ``dev_to_node()``; -1 when the firmware gives none
+    probe_type: ``"async"`` (``PROBE_PREFER_ASYNCHRONOUS``) or ``"sync"``
+                (the default strategy; ``Params.driver_async_probe`` may
+                still make it asynchronous)
+    cpu_ms:     CPU time of the probe run alone on a local CPU
+    wait_ms:    time spent waiting for the hardware (CPU free meanwhile)
+    rounds:     how many (CPU, wait) alternations the probe is cut into
+    driver:     the driver's name; devices of one driver are attached by the
+                same caller, in order (default: the name up to its last digit
+                run, e.g. ``"nvme"`` for ``"nvme2"``)
+    vfs:        VFs whose probes the PF's probe makes (SR-IOV), in order
+    """
+
+    name: str
+    bus: str = "pci"
+    node: int = -1
+    probe_type: str = "sync"
+    cpu_ms: float = 1.0
+    wait_ms: float = 0.0
+    rounds: int = 4
+    driver: str = ""
+    vfs: tuple["Device", ...] = ()
+    is_vf: bool = False
+
+    def __post_init__(self):
+        if self.probe_type not in ("async", "sync"):
+            raise ProbeModelError(f"{self.name}: probe type must be async or sync, "
+                                  f"not {self.probe_type!r}")
+        if self.cpu_ms < 0 or self.wait_ms < 0 or not (math.isfinite(self.cpu_ms)
+                                                        and math.isfinite(self.wait_ms)):
+            raise ProbeModelError(f"{self.name}: probe costs must be finite and >= 0")
+        if self.rounds < 1:
+            raise ProbeModelError(f"{self.name}: rounds must be >= 1")
+        if not self.driver:
+            object.__setattr__(self, "driver", self.name.rstrip("0123456789.:-_") or self.name)
+
+    @property
+    def total_ms(self) -> float:
+        return self.cpu_ms + self.wait_ms
+
+
+@dataclass(frozen=True)
+class Params:
+    """Knobs of the model (defaults: the kernel's defaults, no isolation).
+
+    alpha:               remote-memory sensitivity (see the module docstring)
+    isolcpus:            mask given to ``isolcpus=domain``
+    nohz_full:           mask given to ``nohz_full=``
+    background:          runnable background tasks per CPU (a float applies to
+                         every CPU; a mapping gives it per CPU)
+    cpu_intensive_thresh_ms: the bound pools' CPU-intensive threshold
+    affinity_scope:      unbound workqueues' default affinity scope
+    driver_async_probe:  the ``driver_async_probe=`` command-line list
+    max_active:          unbound workqueues' ``max_active``
+    caller_cpu:          driver name -> CPU of the udev worker attaching its
+                         devices (default: drawn from the seeded generator)
+    """
+
+    alpha: float = 0.5
+    isolcpus: int = 0
+    nohz_full: int = 0
+    background: float | Mapping[int, float] = 0.0
+    cpu_intensive_thresh_ms: float = 10.0
+    affinity_scope: str = "cache"
+    driver_async_probe: str = ""
+    max_active: int = WQ_DFL_ACTIVE
+    caller_cpu: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ProbeRecord:
+    """What happened to one probe (times in ms)."""
+
+    device: str
+    bus: str
+    dev_node: int
+    policy: str
+    mode: str                 # "async" | "sync"
+    parent: str = ""          # the PF, for a VF probed from its PF's probe
+    queued: float = 0.0       # when the driver core decided to probe it
+    start: float = math.nan   # when probe() began executing
+    end: float = math.nan
+    cpu: int = -1             # CPU at start
+    cpu_node: int = -1
+    thread: str = ""          # comm of the thread running probe()
+    thread_kind: str = ""     # "bound kworker" | "unbound kworker" | "udev worker"
+    lock_holder: str = ""     # comm of the thread holding device_lock
+    holds_device_lock: bool = True
+    remote: bool = False      # some CPU work ran off the device's node
+    migrations: int = 0
+
+    @property
+    def cost(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class ProbeRun:
+    """The outcome of :func:`simulate`."""
+
+    policy: str
+    seed: int
+    probes: list[ProbeRecord]
+
+    @property
+    def makespan(self) -> float:
+        """Time at which the last probe ended (ms)."""
+        return max((p.end for p in self.probes), default=0.0)
+
+    def by_device(self) -> dict[str, ProbeRecord]:
+        return {p.device: p for p in self.probes}
+
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for p in self.probes:
+            d = dataclasses.asdict(p)
+            d["cost"] = p.cost
+            out.append(d)
+        return out
+
+    def to_frame(self):
+        import pandas as pd
+        return pd.DataFrame(self.rows())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "seed": self.seed, "makespan_ms": self.makespan,
+                "probes": self.rows()}
+
+
+def remote_factor(topo: Topology, cpu_node: int, dev_node: int, alpha: float) -> float:
+    """CPU-time multiplier for probe work on ``cpu_node`` for a device of ``dev_node``.
+
+    ``1 + alpha * (d / 10 - 1)`` with ``d`` the SLIT distance; 1 for a
+    device without a node or a CPU on the device's node.
+
+    >>> t = Topology("t", nodes={0: Node(0, 1), 1: Node(1, 2)}, distances=[[10, 32], [32, 10]])
+    >>> remote_factor(t, 0, 1, 0.5), remote_factor(t, 1, 1, 0.5), remote_factor(t, 0, -1, 0.5)
+    (2.1, 1.0, 1.0)
+    """
+    if dev_node < 0 or cpu_node < 0 or cpu_node == dev_node:
+        return 1.0
+    if dev_node not in topo.nodes or cpu_node not in topo.nodes:
+        return 1.0
+    d = topo.distance(cpu_node, dev_node)
+    return 1.0 + alpha * (d / 10.0 - 1.0)
+
+
+# -- the event engine ----------------------------------------------------------
+
+_RUN, _SLEEP, _BLOCK, _IDLE, _DONE = "run", "sleep", "block", "idle", "done"
+
+
+class _Completion:
+    __slots__ = ("done", "waiters")
+
+    def __init__(self):
+        self.done = False
+        self.waiters: list[_Thread] = []
+
+
+class _Thread:
+    __slots__ = ("tid", "name", "kind", "cpu", "allowed", "pod", "gen", "state", "remaining",
+                 "wake_at", "cpu_since_wake", "pool", "counted", "intensive", "waiting_on",
+                 "seg_factor", "moves")
+
+    def __init__(self, tid, name, kind, cpu, allowed, pool=None, pod=0):
+        self.tid = tid
+        self.name = name
+        self.kind = kind
+        self.cpu = cpu
+        self.allowed = allowed
+        self.pod = pod or allowed
+        self.pool = pool
+        self.gen: Iterator | None = None
+        self.state = _IDLE
+        self.remaining = 0.0
+        self.wake_at = math.inf
+        self.cpu_since_wake = 0.0
+        self.counted = False       # counted in pool.nr_running (bound pools)
+        self.intensive = False
+        self.waiting_on: _Completion | None = None
+        self.moves = 0
+
+    @property
+    def is_wq_worker(self) -> bool:   # PF_WQ_WORKER
+        return self.kind != "udev worker"
+
+
+class _BoundPool:
+    """A per-CPU worker pool (normal priority) of ``system_percpu_wq``."""
+
+    def __init__(self, cpu):
+        self.cpu = cpu
+        self.worklist: deque = deque()
+        self.workers: list[_Thread] = []
+        self.nr_running = 0
+
+
+class _UnboundPool:
+    def __init__(self, pool_id, pod):
+        self.pool_id = pool_id
+        self.pod = pod
+        self.workers: list[_Thread] = []
+
+
+class _Work:
+    __slots__ = ("body", "completion", "wq", "pool")
+
+    def __init__(self, body, wq, pool):
+        self.body = body            # callable(worker_thread) -> generator
+        self.completion = _Completion()
+        self.wq = wq
+        self.pool = pool
+
+
+class _Sim:
+    def __init__(self, topo: Topology, policy: str, params: Params, seed: int):
+        self.topo = topo
+        self.policy = policy
+        self.p = params
+        self.rng = np.random.default_rng(seed)
+        self.now = 0.0
+        self.threads: list[_Thread] = []
+        self.records: list[ProbeRecord] = []
+        online = topo.online or topo.present or topo.possible or sum(1 << c for c in topo.cpus)
+        self.online = online
+        self.nr_cpu_ids = topo.nr_cpu_ids or online.bit_length()
+        self.hk = Housekeeping(possible=topo.possible or online, isolcpus=params.isolcpus,
+                               nohz_full=params.nohz_full)
+        self.hk_domain = housekeeping_cpumask(self.hk, HK_TYPE_DOMAIN) & online or online
+        self.wq_unbound = wq_unbound_cpumask(topo, self.hk)
+        self.bound_pools: dict[int, _BoundPool] = {}
+        self.unbound_pools: dict[tuple[str, int], _UnboundPool] = {}
+        self.wq_active: dict[str, int] = {}
+        self.wq_pending: dict[str, deque] = {}
+        self.load = {c: 0 for c in _cpus(online)}       # runnable threads per CPU
+        bg = params.background
+        if isinstance(bg, Mapping):
+            self.bg = {c: float(bg.get(c, 0.0)) for c in self.load}
+        else:
+            self.bg = {c: float(bg) for c in self.load}
+        self.rr_unbound = 0
+
+    # -- helpers ----------------------------------------------------------------
+    def node_of(self, cpu: int) -> int:
+        return self.topo.cpu_to_node(cpu)
+
+    def _llc(self, cpu: int) -> int:
+        c = self.topo.cpus.get(cpu)
+        return (c.llc_cpus if c and c.llc_cpus else self.topo.cpumask_of_node(self.node_of(cpu)))
+
+    def _pick(self, cands: list[int]) -> int:
+        if len(cands) == 1:
+            return cands[0]
+        return cands[int(self.rng.integers(len(cands)))]
+
+    def _place(self, prev: int | None, allowed: int, pod: int) -> int:
+        """Wake-up placement (see the module docstring)."""
+        def cost(c):
+            return self.load.get(c, 0) + self.bg.get(c, 0.0)
+        if prev is not None and (allowed >> prev) & 1 and cost(prev) == 0:
+            return prev
+        ref = prev if prev is not None and (allowed >> prev) & 1 else None
+        anchor = ref if ref is not None else next(iter(_cpus(pod & allowed)), None)
+        if anchor is None:
+            anchor = _cpus(allowed)[0]
+        node_mask = self.topo.cpumask_of_node(self.node_of(anchor)) & allowed or allowed
+        scopes = [pod & allowed, self._llc(anchor) & allowed, node_mask]
+        for m in scopes:
+            idle = [c for c in _cpus(m) if cost(c) == 0]
+            if idle:
+                return self._pick(idle)
+        # Nothing idle on the node: stay on the node (the load balancer keeps
+        # a small imbalance rather than move work off its memory), on its
+        # least-loaded CPU, the previous one when it is among them.
+        cands = _cpus(node_mask)
+        least = min(cost(c) for c in cands)
+        if ref is not None and (node_mask >> ref) & 1 and cost(ref) == least:
+            return ref
+        return self._pick([c for c in cands if cost(c) == least])
+
+    def new_thread(self, name, kind, cpu, allowed, pool=None, pod=0) -> _Thread:
+        t = _Thread(len(self.threads), name, kind, cpu, allowed, pool, pod)
+        self.threads.append(t)
+        return t
+
+    # -- thread state changes ---------------------------------------------------
+    def _to_run(self, t: _Thread, ms: float, factor=None):
+        if t.state != _RUN:
+            if t.kind != "bound kworker":
+                c = self._place(t.cpu, t.allowed, t.pod)
+                if c != t.cpu:
+                    t.moves += 1
+                t.cpu = c
+            self.load[t.cpu] += 1
+            t.cpu_since_wake = 0.0
+            if isinstance(t.pool, _BoundPool) and not t.intensive and not t.counted:
+                t.pool.nr_running += 1
+                t.counted = True
+            t.state = _RUN
+        # the remote factor depends on where the scheduler just put the thread
+        t.remaining = ms * (factor(t) if factor else 1.0)
+
+    def _leave_run(self, t: _Thread, state: str):
+        if t.state == _RUN:
+            self.load[t.cpu] -= 1
+        t.state = state
+        if t.counted:
+            t.counted = False
+            t.pool.nr_running -= 1
+            self._kick_bound(t.pool)
+
+    def _advance(self, t: _Thread, value=None):
+        """Run ``t``'s body until it asks for time to pass."""
+        while True:
+            try:
+                cmd = t.gen.send(value)
+            except StopIteration:
+                self._thread_body_done(t)
+                return
+            value = None
+            kind = cmd[0]
+            if kind == "cpu":
+                if cmd[1] <= _EPS:
+                    continue
+                self._to_run(t, cmd[1], cmd[2] if len(cmd) > 2 else None)
+                return
+            if kind == "sleep":
+                if cmd[1] <= _EPS:
+                    continue
+                self._leave_run(t, _SLEEP)
+                t.wake_at = self.now + cmd[1]
+                return
+            if kind == "wait":
+                comp: _Completion = cmd[1]
+                if comp.done:
+                    continue
+                self._leave_run(t, _BLOCK)
+                t.waiting_on = comp
+                comp.waiters.append(t)
+                return
+            if kind == "now":            # let the body read the clock and its CPU
+                value = (self.now, t)
+                continue
+            raise AssertionError(cmd)
+
+    def _complete(self, comp: _Completion):
+        comp.done = True
+        waiters, comp.waiters = comp.waiters, []
+        for w in waiters:
+            w.waiting_on = None
+            w.state = _SLEEP         # not running; _advance decides what is next
+            w.wake_at = math.inf
+            self._advance(w)
+
+    # -- workqueues ---------------------------------------------------------------
+    def _thread_body_done(self, t: _Thread):
+        if t.kind == "udev worker":
+            self._leave_run(t, _DONE)
+            return
+        # A kworker finished its work item: it goes idle (and may be reused),
+        # then whoever flushes the item is woken, then the pool moves on.
+        w = self._current_work.pop(t.tid)
+        if t.state == _RUN:
+            self.load[t.cpu] -= 1
+        t.state = _IDLE
+        t.intensive = False
+        if t.counted:
+            t.counted = False
+            t.pool.nr_running -= 1
+        if isinstance(w.pool, _UnboundPool):
+            self.wq_active[w.wq] -= 1
+        self._complete(w.completion)
+        if isinstance(w.pool, _BoundPool):
+            self._kick_bound(w.pool)
+        else:
+            self._start_pending_unbound(w.wq)
+
+    def work_on_cpu(self, cpu: int, body) -> _Completion:
+        """``work_on_cpu()``: queue on the bound pool of ``cpu``; caller waits."""
+        pool = self.bound_pools.get(cpu)
+        if pool is None:
+            pool = self.bound_pools[cpu] = _BoundPool(cpu)
+        w = _Work(body, "system_percpu_wq", pool)
+        pool.worklist.append(w)
+        self._kick_bound(pool)
+        return w.completion
+
+    def _kick_bound(self, pool: _BoundPool):
+        # Concurrency management: start the next item only while no worker of
+        # the pool is running (need_more_worker()).
+        while pool.worklist and pool.nr_running == 0:
+            w = pool.worklist.popleft()
+            worker = next((x for x in pool.workers if x.state == _IDLE), None)
+            if worker is None:
+                worker = self.new_thread(f"kworker/{pool.cpu}:{len(pool.workers) + 1}",
+                                         "bound kworker", pool.cpu, 1 << pool.cpu, pool)
+                pool.workers.append(worker)
+            self._start_work(worker, w)
+
+    def queue_work_node(self, node: int, wq: str, body, from_cpu: int) -> _Completion:
+        """``queue_work_node()`` on an unbound workqueue."""
+        target = select_numa_node_cpu(self.topo, node, from_cpu)
+        if target == WORK_CPU_UNBOUND:
+            target = self._wq_select_unbound_cpu(from_cpu)
+        pod = unbound_pod_cpus(self.topo, target, self.p.affinity_scope) & self.wq_unbound
+        if not pod:
+            pod = self.wq_unbound        # the pod has no allowed CPU: default pwq
+        key = (wq, pod)
+        pool = self.unbound_pools.get(key)
+        if pool is None:
+            pool = self.unbound_pools[key] = _UnboundPool(
+                2 * self.nr_cpu_ids + len(self.unbound_pools), pod)
+        w = _Work(body, wq, pool)
+        self.wq_pending.setdefault(wq, deque()).append((w, target))
+        self._start_pending_unbound(wq)
+        return w.completion
+
+    def _wq_select_unbound_cpu(self, cpu: int) -> int:
+        # wq_select_unbound_cpu(): the local CPU if allowed, else round robin.
+        if (self.wq_unbound >> cpu) & 1:
+            return cpu
+        allowed = _cpus(self.wq_unbound)
+        self.rr_unbound = (self.rr_unbound + 1) % len(allowed)
+        return allowed[self.rr_unbound]
+
+    def _start_pending_unbound(self, wq: str):
+        q = self.wq_pending.get(wq)
+        while q and self.wq_active.get(wq, 0) < self.p.max_active:
+            w, target = q.popleft()
+            self.wq_active[wq] = self.wq_active.get(wq, 0) + 1
+            pool = w.pool
+            worker = next((x for x in pool.workers if x.state == _IDLE), None)
+            if worker is None:
+                worker = self.new_thread(f"kworker/u{pool.pool_id}:{len(pool.workers) + 1}",
+                                         "unbound kworker", None, self.wq_unbound, pool, pool.pod)
+                pool.workers.append(worker)
+            # kick_pool(): a non-strict pod sets the wake CPU inside the pod
+            # (cpumask_any_distribute(); a seeded draw here). When the target's
+            # pod has no allowed CPU (say, the node's first CPUs are isolated:
+            # select_numa_node_cpu() ignores housekeeping), the pod is every
+            # allowed CPU, and the worker may start on another node.
+            if worker.cpu is None or not (pool.pod >> worker.cpu) & 1:
+                worker.cpu = target if (pool.pod >> target) & 1 else self._pick(_cpus(pool.pod))
+            self._start_work(worker, w)
+
+    _current_work: dict
+
+    def _start_work(self, worker: _Thread, w: _Work):
+        self._current_work[worker.tid] = w
+        worker.gen = w.body(worker)
+        worker.state = _SLEEP      # waking up
+        worker.wake_at = math.inf
+        self._advance(worker)
+
+    # -- main loop --------------------------------------------------------------
+    def run(self):
+        thresh = self.p.cpu_intensive_thresh_ms
+        while True:
+            running = [t for t in self.threads if t.state == _RUN]
+            sleeping = [t for t in self.threads if t.state == _SLEEP and t.wake_at < math.inf]
+            if not running and not sleeping:
+                break
+            dt = math.inf
+            rate = {}
+            for t in running:
+                r = 1.0 / (self.load[t.cpu] + self.bg.get(t.cpu, 0.0))
+                rate[t.tid] = r
+                dt = min(dt, t.remaining / r)
+                if t.counted and not t.intensive:
+                    dt = min(dt, max(thresh - t.cpu_since_wake, 0.0) / r)
+            for t in sleeping:
+                dt = min(dt, t.wake_at - self.now)
+            dt = max(dt, 0.0)
+            self.now += dt
+            for t in running:
+                used = rate[t.tid] * dt
+                t.remaining -= used
+                t.cpu_since_wake += used
+            # events, in thread-creation order (deterministic)
+            for t in running:
+                if t.state != _RUN:
+                    continue
+                if t.counted and not t.intensive and t.cpu_since_wake >= thresh - _EPS \
+                        and t.remaining > _EPS:
+                    t.intensive = True
+                    t.counted = False
+                    t.pool.nr_running -= 1
+                    self._kick_bound(t.pool)
+                if t.remaining <= _EPS * max(1.0, self.now):
+                    t.remaining = 0.0
+                    self._advance(t)
+            for t in sleeping:
+                if t.state == _SLEEP and t.wake_at <= self.now + _EPS:
+                    t.wake_at = math.inf
+                    self._advance(t)
+
+
+# -- the driver core, as each policy has it ---------------------------------------
+
+class _Kernel(_Sim):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self._current_work = {}
+        self._probing_pf: set[str] = set()      # PFs inside pci_call_probe()
+
+    def allows_async(self, dev: Device) -> bool:
+        pt = PROBE_PREFER_ASYNCHRONOUS if dev.probe_type == "async" else PROBE_DEFAULT_STRATEGY
+        return driver_allows_async_probing(pt, dev.driver, self.p.driver_async_probe)
+
+    def core_redirects(self, dev: Device, async_probe: bool) -> bool:
+        if self.policy == "driver-core":
+            opted = True
+        elif self.policy == "bus-opt-in":
+            opted = dev.bus in OPT_IN_BUSES
+        else:
+            return False
+        return probe_redirected_to_node(dev.node, node_online(self.topo, dev.node),
+                                        async_probe, opted)
+
+    def caller(self, devs: Sequence[Device]):
+        def body(t: _Thread):
+            for dev in devs:
+                if self.allows_async(dev):
+                    self.async_schedule_dev(dev, t)
+                else:
+                    yield from self.device_attach_sync(dev, t)
+            return
+            yield
+        return body
+
+    def async_schedule_dev(self, dev: Device, t: _Thread):
+        rec = self._record(dev, "async")
+
+        def helper(w: _Thread):
+            # __driver_attach_async_helper(): device_lock(dev) in this worker
+            rec.lock_holder = w.name
+            yield from self.driver_probe_device(dev, w, rec, async_probe=True)
+        self.queue_work_node(dev.node, "async", helper, t.cpu)
+
+    def device_attach_sync(self, dev: Device, t: _Thread, parent: str = ""):
+        rec = self._record(dev, "sync", parent)
+        rec.lock_holder = t.name          # __device_driver_lock() in the caller
+        yield from self.driver_probe_device(dev, t, rec, async_probe=False)
+
+    def driver_probe_device(self, dev: Device, t: _Thread, rec: ProbeRecord, async_probe: bool):
+        if self.core_redirects(dev, async_probe):
+            # __driver_probe_device_node(): queue_work_node() + flush_work()
+            comp = self.queue_work_node(dev.node, "system_dfl_wq",
+                                        lambda w: self.really_probe(dev, w, rec), t.cpu)
+            yield ("wait", comp)
+        else:
+            yield from self.really_probe(dev, t, rec)
+
+    def really_probe(self, dev: Device, t: _Thread, rec: ProbeRecord):
+        if dev.bus == "pci" and self.policy in ("mainline", "pf-wq-worker"):
+            yield from self.pci_call_probe(dev, t, rec)
+        else:
+            yield from self.local_probe(dev, t, rec)
+
+    def pci_call_probe(self, dev: Device, t: _Thread, rec: ProbeRecord):
+        cpu = pci_call_probe_cpu(
+            self.topo, self.hk, dev.node, is_virtfn=dev.is_vf,
+            physfn_is_probed=rec.parent in self._probing_pf,
+            in_wq_worker=t.is_wq_worker, pf_wq_worker_fix=(self.policy == "pf-wq-worker"))
+        self._probing_pf.add(dev.name)        # dev->is_probed = 1
+        try:
+            if cpu < self.nr_cpu_ids:
+                comp = self.work_on_cpu(cpu, lambda w: self.local_probe(dev, w, rec))
+                yield ("wait", comp)
+            else:
+                yield from self.local_probe(dev, t, rec)
+        finally:
+            self._probing_pf.discard(dev.name)
+
+    def local_probe(self, dev: Device, t: _Thread, rec: ProbeRecord):
+        now, _ = yield ("now",)
+        rec.start = now
+        rec.thread, rec.thread_kind = t.name, t.kind
+        rec.holds_device_lock = (rec.lock_holder == t.name)
+        first = True
+        moves0 = t.moves
+        for _ in range(dev.rounds):
+            if dev.cpu_ms > 0:
+                def factor(th, dev=dev):
+                    f = remote_factor(self.topo, self.node_of(th.cpu), dev.node, self.p.alpha)
+                    if f > 1.0:
+                        rec.remote = True
+                    return f
+                yield ("cpu", dev.cpu_ms / dev.rounds, factor)
+            if first:
+                first = False
+                rec.cpu = t.cpu
+                rec.cpu_node = self.node_of(t.cpu)
+            if dev.wait_ms > 0:
+                yield ("sleep", dev.wait_ms / dev.rounds)
+        if rec.cpu < 0:
+            rec.cpu, rec.cpu_node = t.cpu, self.node_of(t.cpu)
+        for vf in dev.vfs:
+            yield from self.device_attach_sync(vf, t, parent=dev.name)
+        now, _ = yield ("now",)
+        rec.end = now
+        rec.migrations = t.moves - moves0
+
+    def _record(self, dev: Device, mode: str, parent: str = "") -> ProbeRecord:
+        rec = ProbeRecord(device=dev.name, bus=dev.bus, dev_node=dev.node, policy=self.policy,
+                          mode=mode, parent=parent, queued=self.now)
+        self.records.append(rec)
+        return rec
+
+
+def _check_devices(topo: Topology, devices: Sequence[Device]) -> None:
+    seen = set()
+
+    def walk(ds):
+        for d in ds:
+            if d.name in seen:
+                raise ProbeModelError(f"device name {d.name!r} appears twice")
+            seen.add(d.name)
+            if d.node >= 0 and d.node not in topo.nodes:
+                raise ProbeModelError(f"{d.name}: node {d.node} is not a node of {topo.name} "
+                                      f"(nodes: {', '.join(map(str, topo.node_ids)) or 'none'})")
+            walk(d.vfs)
+    walk(devices)
+
+
+def simulate(topo: Topology, devices: Sequence[Device], policy: str, seed: int = 0,
+             params: Params | None = None) -> ProbeRun:
+    """Probe ``devices`` on ``topo`` under ``policy``; return every probe's record.
+
+    Example: three asynchronous NVMe probes on node 0, before and after the fix
+
+    >>> t = machine(nodes=2, cpus_per_node=8)
+    >>> devs = [Device(f"nvme{i}", node=0, probe_type="async", cpu_ms=10, wait_ms=20)
+    ...         for i in range(3)]
+    >>> a = simulate(t, devs, "mainline"); b = simulate(t, devs, "pf-wq-worker")
+    >>> sorted({p.cpu for p in a.probes}), len({p.cpu for p in b.probes})
+    ([0], 3)
+    >>> a.makespan > b.makespan
+    True
+    """
+    pol = policy_name(policy)
+    params = params or Params()
+    if params.alpha < 0:
+        raise ProbeModelError("alpha must be >= 0")
+    if not topo.cpus and not topo.nodes:
+        raise ProbeModelError(f"{topo.name}: the topology has no CPUs")
+    _check_devices(topo, devices)
+    k = _Kernel(topo, pol, params, seed)
+    drivers: dict[str, list[Device]] = {}
+    for d in devices:
+        drivers.setdefault(d.driver, []).append(d)
+    udev_cpus = _cpus(k.hk_domain)
+    for i, (drv, devs) in enumerate(drivers.items()):
+        cpu = udev_cpus[int(k.rng.integers(len(udev_cpus)))]
+        if drv in params.caller_cpu:
+            cpu = params.caller_cpu[drv]
+            if cpu not in k.load:
+                raise ProbeModelError(f"caller CPU {cpu} of {drv} is not an online CPU")
+        t = k.new_thread(f"(udev-worker)#{i + 1}", "udev worker", cpu, k.hk_domain)
+        t.gen = k.caller(devs)(t)
+        t.state = _SLEEP
+        k._advance(t)
+    k.run()
+    unfinished = [r.device for r in k.records if math.isnan(r.end)]
+    if unfinished:   # a modelling bug, never an input error
+        raise AssertionError(f"probes never finished: {unfinished}")
+    return ProbeRun(pol, seed, k.records)
+
+
+# -- machines and sweeps ---------------------------------------------------------
+
+def machine(nodes: int = 2, cpus_per_node: int = 16, llc_size: int = 8, smt: int = 1,
+            distance: int = 32, name: str | None = None) -> Topology:
+    """A simple machine for sweeps: ``nodes`` nodes of ``cpus_per_node`` CPUs
+    numbered node after node, last-level caches of ``llc_size`` CPUs, SLIT
+    ``distance`` between nodes.
+
+    >>> t = machine(2, 4, llc_size=2)
+    >>> t.cpumask_of_node(1), t.cpus[5].llc_cpus, t.distance(0, 1)
+    (240, 48, 32)
+    """
+    if nodes < 1 or cpus_per_node < 1 or llc_size < 1 or smt < 1:
+        raise ProbeModelError("machine(): counts must be >= 1")
+    n = nodes * cpus_per_node
+    cpus = {}
+    for i in range(n):
+        node = i // cpus_per_node
+        base = node * cpus_per_node
+        llc0 = base + ((i - base) // llc_size) * llc_size
+        llc_end = min(llc0 + llc_size, base + cpus_per_node)
+        llc = ((1 << (llc_end - llc0)) - 1) << llc0
+        sib0 = base + ((i - base) // smt) * smt
+        sib = ((1 << min(smt, base + cpus_per_node - sib0)) - 1) << sib0
+        cpus[i] = CPU(i, node=node, package=node, core=(i - base) // smt, thread_siblings=sib,
+                      cluster_cpus=sib, llc_cpus=llc, l2_cpus=sib,
+                      package_cpus=((1 << cpus_per_node) - 1) << base,
+                      die_cpus=((1 << cpus_per_node) - 1) << base, cluster_source="synthetic")
+    allm = (1 << n) - 1
+    node_objs = {k: Node(k, ((1 << cpus_per_node) - 1) << (k * cpus_per_node))
+                 for k in range(nodes)}
+    dist = [[10 if a == b else distance for b in range(nodes)] for a in range(nodes)]
+    return Topology(name or f"{nodes}x{cpus_per_node}", source="numalab.models.probe.machine",
+                    arch="x86", possible=allm, present=allm, online=allm, cpus=cpus,
+                    nodes=node_objs, distances=dist)
+
+
+def isolate_share(topo: Topology, share: float) -> int:
+    """The mask isolating the *first* ``share`` of each node's CPUs (the
+    CPUs ``pci_call_probe()`` would otherwise pick first).
+
+    >>> isolate_share(machine(2, 4), 0.5)
+    51
+    """
+    if not 0 <= share < 1:
+        raise ProbeModelError("isolated share must be in [0, 1)")
+    m = 0
+    for n in topo.node_ids:
+        cs = _cpus(topo.cpumask_of_node(n))
+        for c in cs[: int(round(share * len(cs)))]:
+            m |= 1 << c
+    return m
+
+
+def sweep(devices_per_node: Iterable[int] = range(1, 65), nodes: Iterable[int] = (2,),
+          cpus_per_node: Iterable[int] = (16,), isolated_share: Iterable[float] = (0.0,),
+          alpha: Iterable[float] = (0.5,), policies: Iterable[str] = POLICIES,
+          device: Device | None = None, seed: int = 0, llc_size: int = 8):
+    """Makespan and probe costs over a grid; a tidy DataFrame, one row per point.
+
+    Each point probes ``devices_per_node`` copies of ``device`` (default: the
+    calibrated NVMe, asynchronous) on every node of a :func:`machine`.
+    Columns: policy, nodes, cpus_per_node, isolated_share, alpha,
+    devices_per_node, devices, makespan_ms, mean_cost_ms, max_cost_ms,
+    distinct_cpus, on_isolated (probes that ran on an isolated CPU).
+    """
+    import pandas as pd
+    if device is None:
+        from .probe_calibrate import catalogue
+        device = catalogue()["nvme"]
+    rows = []
+    for nn in nodes:
+        for cpn in cpus_per_node:
+            topo = machine(nn, cpn, llc_size=min(llc_size, cpn))
+            for share in isolated_share:
+                iso = isolate_share(topo, share)
+                for a in alpha:
+                    params = Params(alpha=a, isolcpus=iso, nohz_full=iso)
+                    for k in devices_per_node:
+                        devs = [dataclasses.replace(device, name=f"{device.driver}{n}.{i}",
+                                                    node=n, driver=device.driver)
+                                for n in range(nn) for i in range(k)]
+                        for pol in policies:
+                            run = simulate(topo, devs, pol, seed=seed, params=params)
+                            costs = [p.cost for p in run.probes]
+                            rows.append({
+                                "policy": policy_name(pol), "nodes": nn, "cpus_per_node": cpn,
+                                "isolated_share": share, "alpha": a, "devices_per_node": k,
+                                "devices": len(devs), "makespan_ms": run.makespan,
+                                "mean_cost_ms": float(np.mean(costs)),
+                                "max_cost_ms": float(np.max(costs)),
+                                "distinct_cpus": len({p.cpu for p in run.probes}),
+                                "on_isolated": sum(1 for p in run.probes if (iso >> p.cpu) & 1),
+                            })
+    return pd.DataFrame(rows)
+
+
+def thread_table(topo: Topology | None = None, seed: int = 0) -> "Any":
+    """Which thread runs ``probe()``, per policy and kind of device.
+
+    One simulated probe of each kind (async PCI, sync PCI, VF of a sync PCI
+    PF, USB with a node, USB without, platform) per policy; columns policy,
+    case, thread_kind, cpu_on_device_node, holds_device_lock. Computed, not typed in.
+    """
+    import pandas as pd
+    topo = topo or machine(2, 8)
+    cases = {
+        "async PCI (nvme)": [Device("nvme0", "pci", 1, "async", 5, 5)],
+        "sync PCI (mlx5)": [Device("mlx5_0", "pci", 1, "sync", 5, 5)],
+        "VF from PF probe": [Device("pf0", "pci", 1, "sync", 5, 5,
+                                    vfs=(Device("vf0", "pci", 1, "sync", 5, 5, is_vf=True,
+                                                driver="vfdrv"),))],
+        "USB, node set": [Device("usb0", "usb", 1, "sync", 1, 1)],
+        "USB/platform, no node": [Device("plat0", "platform", -1, "sync", 1, 1)],
+    }
+    rows = []
+    for pol in POLICIES:
+        for case, devs in cases.items():
+            run = simulate(topo, devs, pol, seed=seed)
+            for p in run.probes:
+                if case == "VF from PF probe" and not p.parent:
+                    continue
+                rows.append({"policy": pol, "case": case, "thread_kind": p.thread_kind,
+                             "cpu_on_device_node": (p.dev_node < 0) or p.cpu_node == p.dev_node,
+                             "holds_device_lock": p.holds_device_lock})
+    return pd.DataFrame(rows)
