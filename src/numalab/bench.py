@@ -1,0 +1,191 @@
+"""Benchmarks behind ``numalab bench TARGET``.
+
+Each target registers a :class:`Benchmark`: a name, a one-line help, a
+function adding its options to an argparse parser, and a function running it
+(``run(args) -> dict``, the figures ``--json`` prints) plus one rendering the
+dict as text. ``numalab bench group-cpus`` is the first; others (``bench
+atomics`` ...) are added with :func:`register` in their own module, listed in
+``_MODULES`` so the command imports them.
+
+Benchmarks measure this machine at this moment: figures vary with load, so
+they are reported, never asserted by tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Benchmark", "register", "targets", "calls_per_second",
+           "GROUP_CPUS_CASES", "group_cpus_configs", "run_group_cpus_sweep"]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    help: str
+    add_arguments: Callable
+    run: Callable[..., dict]
+    render: Callable[[dict], str]
+
+
+_TARGETS: dict[str, Benchmark] = {}
+# Modules that register further targets when imported (none yet besides this one).
+_MODULES: tuple[str, ...] = ()
+
+
+def register(bench: Benchmark) -> Benchmark:
+    """Add a target; the name is what follows ``numalab bench``."""
+    _TARGETS[bench.name] = bench
+    return bench
+
+
+def targets() -> dict[str, Benchmark]:
+    """All registered targets, by name (importing the modules that define them)."""
+    for mod in _MODULES:
+        try:
+            importlib.import_module(mod)
+        except ImportError:     # a target whose module is not there yet
+            pass
+    return dict(_TARGETS)
+
+
+def calls_per_second(fn: Callable[[int], object], seconds: float = 1.0,
+                     min_calls: int = 3) -> tuple[float, int]:
+    """Call ``fn(i)`` for i = 0, 1, ... for about ``seconds``; return (calls/s, calls).
+
+    One untimed warm-up call first (it fills per-topology caches).
+    """
+    fn(0)
+    n = 0
+    start = time.perf_counter()
+    while True:
+        fn(n)
+        n += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and n >= min_calls:
+            return n / elapsed, n
+
+
+# ---------------------------------------------------------------------------
+# group-cpus
+# ---------------------------------------------------------------------------
+
+GROUP_CPUS_CASES = (
+    # (synthetic topology, groups, target calls/s)
+    ("numa:2 cluster:24 core:2 pu:1", 62, 5000),
+    ("numa:8 cluster:128 core:4 pu:1", 512, 100),
+)
+
+_SWEEP_SHAPES = (
+    "numa:1 core:8 pu:2", "numa:2 core:8 pu:2", "numa:2 cluster:24 core:2 pu:1",
+    "numa:2 cluster:12 core:4 pu:2", "numa:4 core:16 pu:2", "numa:4 cluster:8 core:4 pu:1",
+    "pack:2 numa:2 cluster:4 core:4 pu:2", "numa:8 core:8 pu:2", "numa:8 cluster:4 core:4 pu:2",
+    "numa:2 core:64 pu:2", "numa:1 cluster:32 core:4 pu:1", "numa:3 cluster:5 core:3 pu:2",
+)
+
+
+def group_cpus_configs(n: int = 10_000, seed: int = 0) -> list[tuple[str, int, str, int]]:
+    """``n`` sweep configurations ``(shape, groups, variant, devices)``, from ``seed``."""
+    rng = random.Random(seed)
+    sizes = {}
+    from .topology import load
+    for s in _SWEEP_SHAPES:
+        sizes[s] = load(s).possible.bit_count()
+    out = []
+    for i in range(n):
+        s = _SWEEP_SHAPES[i % len(_SWEEP_SHAPES)]
+        out.append((s, rng.randint(1, 2 * sizes[s]), ("mainline", "rotate")[(i // 2) % 2],
+                    rng.randint(1, 4)))
+    return out
+
+
+_WORKER_TOPOS: dict = {}
+
+
+def _sweep_chunk(chunk: list[tuple[str, int, str, int]]) -> tuple[int, int]:
+    """Run configurations; return (sum of max dedicated vectors per CPU, calls)."""
+    from .kernel.lib.group_cpus import prepare, spread_devices
+    from .models.irq_load import irq_load
+    from .topology import load
+    digest = calls = 0
+    for shape, groups, variant, devices in chunk:
+        view = _WORKER_TOPOS.get(shape)
+        if view is None:
+            view = _WORKER_TOPOS[shape] = prepare(load(shape))
+        devs = spread_devices(groups, view, devices, variant)
+        digest += max(irq_load(devs, view.possible).dedicated)
+        calls += devices
+    return digest, calls
+
+
+def run_group_cpus_sweep(n: int = 10_000, jobs: int = 2, seed: int = 0) -> dict:
+    """Time ``n`` configurations over ``jobs`` processes; the digest checks the work."""
+    configs = group_cpus_configs(n, seed)
+    size = max(1, len(configs) // (jobs * 8))
+    chunks = [configs[i:i + size] for i in range(0, len(configs), size)]
+    start = time.perf_counter()
+    if jobs <= 1:
+        parts = [_sweep_chunk(c) for c in chunks]
+    else:
+        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        with ctx.Pool(jobs) as pool:
+            parts = pool.map(_sweep_chunk, chunks)
+    elapsed = time.perf_counter() - start
+    return {"configurations": len(configs), "jobs": jobs, "seconds": elapsed,
+            "configurations_per_second": len(configs) / elapsed if elapsed else 0.0,
+            "calls": sum(p[1] for p in parts), "digest": sum(p[0] for p in parts)}
+
+
+def _group_cpus_args(p) -> None:
+    p.add_argument("--seconds", type=float, default=1.0,
+                   help="time per measurement (default 1)")
+    p.add_argument("--sweep", action="store_true",
+                   help="also time a sweep of --configs configurations over --jobs processes")
+    p.add_argument("--configs", type=int, default=10_000, help="sweep size (default 10000)")
+    p.add_argument("--jobs", type=int, default=2, help="sweep processes (default 2)")
+
+
+def _group_cpus_run(args) -> dict:
+    from .errors import NumalabError
+    from .kernel.lib.group_cpus import group_cpus_evenly, prepare
+    from .topology import load
+    if args.seconds <= 0 or args.configs < 1 or args.jobs < 1:
+        raise NumalabError("--seconds, --configs and --jobs must be positive")
+    rows = []
+    for shape, groups, target in GROUP_CPUS_CASES:
+        view = prepare(load(shape))
+        for variant in ("mainline", "rotate"):
+            rate, calls = calls_per_second(
+                lambda i, v=variant: group_cpus_evenly(groups, view, v, i), args.seconds)
+            rows.append({"topology": shape, "cpus": view.possible.bit_count(), "groups": groups,
+                         "variant": variant, "calls_per_second": rate, "calls": calls,
+                         "target": target, "meets_target": rate >= target})
+    out = {"benchmark": "group-cpus", "cases": rows}
+    if args.sweep:
+        out["sweep"] = run_group_cpus_sweep(args.configs, args.jobs)
+    return out
+
+
+def _group_cpus_render(res: dict) -> str:
+    lines = [f"{'topology':<32} {'cpus':>5} {'groups':>6} {'variant':<9} "
+             f"{'calls/s':>9} {'target':>7}  ok"]
+    for r in res["cases"]:
+        lines.append(f"{r['topology']:<32} {r['cpus']:>5} {r['groups']:>6} {r['variant']:<9} "
+                     f"{r['calls_per_second']:>9.0f} {r['target']:>7}  "
+                     f"{'yes' if r['meets_target'] else 'NO'}")
+    if "sweep" in res:
+        s = res["sweep"]
+        lines.append(f"sweep: {s['configurations']} configurations ({s['calls']} calls) on "
+                     f"{s['jobs']} process(es) in {s['seconds']:.2f} s "
+                     f"({s['configurations_per_second']:.0f}/s); digest {s['digest']}")
+    return "\n".join(lines)
+
+
+register(Benchmark("group-cpus", "calls/s of group_cpus_evenly() (mainline and rotate)",
+                   _group_cpus_args, _group_cpus_run, _group_cpus_render))

@@ -1,0 +1,327 @@
+"""group_cpus_evenly(): the port against outputs of the kernel's C, the seed
+patch's example, the CLI and the load model.
+
+The reference outputs in tests/data/group_cpus_kernel/ were produced by
+compiling the kernel's lib/group_cpus.c and lib/sort.c (and the seed patch
+applied to them) in user space; see the README there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from numalab import cli, datasets
+from numalab.bench import GROUP_CPUS_CASES
+from numalab.cpumask import cpus as bits
+from numalab.cpumask import format_cpulist, parse_cpulist
+from numalab.kernel.lib import group_cpus as gc
+from numalab.kernel.lib.group_cpus import (CpuTopo, group_cpus_evenly, prepare,
+                                           spread_devices)
+from numalab.models.irq_load import crossing_groups, irq_load, metrics
+from numalab.topology import load
+from numalab.topology.model import CPU, Node, Topology
+
+DATA = Path(__file__).parent / "data" / "group_cpus_kernel"
+SEED_SHAPE = "numa:2 cluster:24 core:2 pu:1"
+
+
+# -- fixtures -----------------------------------------------------------------
+
+def desc_to_topo(d: dict) -> Topology:
+    """Rebuild the Topology a reference case was computed on."""
+    cpus = {c[0]: CPU(id=c[0], node=c[1], thread_siblings=parse_cpulist(c[2]),
+                      cluster_cpus=parse_cpulist(c[3])) for c in d["cpus"]}
+    nodes = {int(n): Node(id=int(n), cpus=parse_cpulist(m)) for n, m in d["nodes"].items()}
+    present = parse_cpulist(d["present"])
+    return Topology(name=d["name"], arch=d["arch"], possible=parse_cpulist(d["possible"]),
+                    present=present, online=present, cpus=cpus, nodes=nodes)
+
+
+def _load_cases(name: str) -> list[dict]:
+    return json.loads((DATA / f"{name}.json").read_text())["cases"]
+
+
+def _check(topo, results, ids):
+    bad = []
+    for r in results:
+        got = group_cpus_evenly(r["numgrps"], topo, r["variant"], r["spread_offset"])
+        want = [parse_cpulist(m) for m in r["masks"]]
+        if (list(got) != want or got.nummasks != r["nummasks"]
+                or got.warnings != r["warnings"]):
+            bad.append((ids, r["variant"], r["numgrps"], r["spread_offset"]))
+    return bad
+
+
+def test_reference_data_is_small_and_large_enough():
+    total = sum(p.stat().st_size for p in DATA.glob("*.json"))
+    assert total < 1_000_000
+    n = sum(len(c["results"]) for f in ("synthetic", "random") for c in _load_cases(f))
+    assert n >= 500
+    variants = Counter(r["variant"] for c in _load_cases("random") for r in c["results"])
+    assert variants["mainline"] >= 200 and variants["rotate"] >= 200
+
+
+@pytest.mark.parametrize("name", ["synthetic", "random", "findings"])
+def test_port_matches_kernel_c(name):
+    bad = []
+    for i, case in enumerate(_load_cases(name)):
+        bad += _check(desc_to_topo(case["topology"]), case["results"], (name, i))
+    assert bad == []
+
+
+def test_kernel_c_with_the_patch_leaves_a_group_empty():
+    # the finding of test_group_cpus_props.py, as the kernel's own C computed it
+    for case in _load_cases("findings"):
+        for r in case["results"]:
+            nonempty = sum(1 for m in r["masks"] if m)
+            if r["variant"] == "mainline":
+                assert nonempty == r["nummasks"] == r["numgrps"]
+            else:
+                assert nonempty == r["nummasks"] - 1 and r["masks"][-1] == ""
+
+
+def test_port_matches_kernel_c_without_sort_cache(monkeypatch):
+    monkeypatch.setattr(gc, "USE_SORT_CACHE", False)
+    bad = []
+    for i, case in enumerate(_load_cases("random")[:40]):
+        bad += _check(desc_to_topo(case["topology"]), case["results"], ("random", i))
+    assert bad == []
+
+
+def test_port_matches_kernel_c_on_real_dumps():
+    root = datasets.shared_topologies()
+    if root is None:
+        pytest.skip("../shared/topologies is not available")
+    bad, done = [], 0
+    for case in _load_cases("real"):
+        path = Path(root) / "linux" / case["dump"]
+        if not path.exists():
+            continue
+        topo = load(path)
+        assert topo.possible.bit_count() == case["cpus"]
+        bad += _check(topo, case["results"], case["dump"])
+        done += 1
+    if not done:
+        pytest.skip("no dumps found")
+    assert bad == []
+
+
+def test_synthetic_fixture_matches_the_synthetic_reader():
+    # the stored topology is what numalab's synthetic reader builds today
+    for case in _load_cases("synthetic"):
+        want = prepare(desc_to_topo(case["topology"]))
+        got = prepare(load(case["synthetic"]))
+        assert (got.cluster, got.sibling, got.cpu_to_node) == \
+               (want.cluster, want.sibling, want.cpu_to_node)
+
+
+# -- the seed patch's example ------------------------------------------------------
+
+def _kernel_result(shape, variant, numgrps, offset):
+    for case in _load_cases("synthetic"):
+        if case["synthetic"] == shape:
+            for r in case["results"]:
+                if (r["variant"], r["numgrps"], r["spread_offset"]) == (variant, numgrps, offset):
+                    return [parse_cpulist(m) for m in r["masks"]]
+    raise LookupError((shape, variant, numgrps, offset))
+
+
+@pytest.fixture(scope="module")
+def seed_topo():
+    return load(SEED_SHAPE)
+
+
+def _clusters_with_two_groups(topo, masks):
+    """Per node, the clusters whose CPUs are split into single-CPU groups."""
+    v = prepare(topo)
+    out = {}
+    for cl in sorted(set(v.cluster[c] for c in bits(v.possible))):
+        inside = [m for m in masks if m and m & ~cl == 0]
+        if len(inside) == 2:
+            node = v.cpu_to_node[bits(cl)[0]]
+            out.setdefault(node, []).append(cl)
+    return out
+
+
+def test_seed_example_mainline(seed_topo):
+    devs = spread_devices(62, seed_topo, 6, "mainline")
+    # every device gets the same masks: nothing varies between callers
+    assert all(list(d) == list(devs[0]) for d in devs)
+    assert list(devs[0]) == _kernel_result(SEED_SHAPE, "mainline", 62, 0)
+    sizes = Counter(m.bit_count() for m in devs[0])
+    assert sizes == {1: 28, 2: 34}
+    # the patch: "7 clusters 2 groups ... 17 clusters 1 group" -- per node
+    two = _clusters_with_two_groups(seed_topo, devs[0])
+    assert {n: len(c) for n, c in two.items()} == {0: 7, 1: 7}
+    load_ = irq_load(devs, seed_topo.possible)
+    worst = [c for c, d in zip(load_.cpus, load_.dedicated) if d == 6]
+    # The patch says "the same 14 CPUs each accumulate 6 dedicated IRQs".
+    # The port (like the kernel C) finds 14 such CPUs on EACH node, 28 in all:
+    # the text counts one node's 7 clusters x 2 CPUs.
+    assert len(worst) == 28
+    assert Counter(seed_topo.cpus[c].node for c in worst) == {0: 14, 1: 14}
+    assert set(Counter(load_.dedicated)) == {0, 6}
+    # "roughly twice the interrupt load of other CPUs": exactly twice here,
+    # 6 whole vectors against 6 halves of a two-CPU vector
+    assert {round(x, 9) for x in load_.share} == {6.0, 3.0}
+    # The 7 clusters are not the first or last 7 by id: the kernel's unstable
+    # heapsort reorders the 24 equal clusters before handing out groups.
+    assert format_cpulist(sum(1 << c for c in worst)) == "0-1,36-49,84-95"
+
+
+def test_seed_example_rotate(seed_topo):
+    devs = spread_devices(62, seed_topo, 6, "rotate")
+    for d, dev in enumerate(devs):
+        assert list(dev) == _kernel_result(SEED_SHAPE, "rotate", 62, d)
+        assert Counter(m.bit_count() for m in dev) == {1: 28, 2: 34}
+    assert len({tuple(d) for d in devs}) == 6          # every device differs
+    load_ = irq_load(devs, seed_topo.possible)
+    m = metrics(load_)
+    assert m["max_dedicated"] == 2
+    assert Counter(load_.dedicated) == {2: 72, 1: 24}
+    assert m["mean_dedicated"] == pytest.approx(168 / 96)
+    # "max 2 overlap for 6 callers with 24 clusters and 7 extras"
+    sets = [{c for cl in v for c in bits(cl)}
+            for v in (sum(_clusters_with_two_groups(seed_topo, d).values(), []) for d in devs)]
+    hits = Counter(c for s in sets for c in s)
+    assert max(hits.values()) == 2
+
+
+def test_seed_example_mainline_vs_rotate_metrics(seed_topo):
+    v = prepare(seed_topo)
+    res = {}
+    for variant in ("mainline", "rotate"):
+        devs = spread_devices(62, v, 6, variant)
+        res[variant] = metrics(irq_load(devs, v.possible), clusters=set(v.cluster),
+                               nodes=[seed_topo.nodes[n].cpus for n in seed_topo.node_ids],
+                               devices=devs)
+    assert res["mainline"]["max_dedicated"] == 6 and res["rotate"]["max_dedicated"] == 2
+    assert res["mainline"]["mean_dedicated"] == res["rotate"]["mean_dedicated"]
+    assert res["rotate"]["share_cv"] < res["mainline"]["share_cv"]
+    for r in res.values():
+        assert r["cross_cluster_groups"] == 0 and r["cross_node_groups"] == 0
+        assert r["vectors"] == 6 * 62
+
+
+# -- behaviour and choices ------------------------------------------------------------
+
+def test_zero_groups_is_null_and_bad_variant_raises(seed_topo):
+    assert group_cpus_evenly(0, seed_topo) is None
+    with pytest.raises(ValueError):
+        group_cpus_evenly(4, seed_topo, "other")
+
+
+def test_mainline_ignores_spread_offset(seed_topo):
+    assert list(group_cpus_evenly(62, seed_topo, "mainline", 5)) == \
+           list(group_cpus_evenly(62, seed_topo, "mainline", 0))
+
+
+def test_more_groups_than_cpus_leaves_empty_groups():
+    t = load("numa:2 core:2 pu:1")
+    g = group_cpus_evenly(6, t)
+    assert g.nummasks == 4
+    assert [m.bit_count() for m in g] == [1, 1, 1, 1, 0, 0]
+
+
+def _two_node_with_hotplug(arch):
+    cpus = {c: CPU(id=c, node=c // 4, thread_siblings=1 << c, cluster_cpus=0b11 << (c & ~1))
+            for c in range(8)}
+    nodes = {0: Node(0, 0x0F | 0x100), 1: Node(1, 0xF0)}
+    return Topology(name="hotplug", arch=arch, possible=(1 << 12) - 1, present=0xFF,
+                    online=0xFF, cpus=cpus, nodes=nodes)
+
+
+def test_nonpresent_cpus_masks_depend_on_arch():
+    x86 = prepare(_two_node_with_hotplug("x86"))
+    arm = prepare(_two_node_with_hotplug("arm64"))
+    assert x86.sibling[9] == 0 and x86.cluster[9] == 0
+    assert arm.sibling[9] == 1 << 9 and arm.cluster[9] == 1 << 9
+    # CPU 8 is listed in node 0; 9-11 have no node and go to the lowest node
+    assert x86.cpu_to_node[8:] == (0, 0, 0, 0)
+    for topo in (_two_node_with_hotplug("x86"), _two_node_with_hotplug("arm64")):
+        g = group_cpus_evenly(3, topo)
+        assert sum(m.bit_count() for m in g) == 12
+        assert all(a & b == 0 for i, a in enumerate(g) for b in g[i + 1:])
+
+
+def test_prepared_view_and_cache(seed_topo):
+    v = prepare(seed_topo)
+    assert isinstance(v, CpuTopo)
+    assert v.nr_cpu_ids == 96 and v.nr_node_ids == 2
+    assert list(group_cpus_evenly(62, v)) == list(group_cpus_evenly(62, seed_topo))
+    # a changed topology object is not served from a stale cache entry
+    t = load("numa:1 core:4 pu:1")
+    a = list(group_cpus_evenly(2, t))
+    t.present = 0b0011
+    b = list(group_cpus_evenly(2, t))
+    assert a != b
+
+
+# -- load model -----------------------------------------------------------------------
+
+def test_irq_load_counts():
+    devs = [[0b0001, 0b0110, 0], [0b0001, 0b1110]]
+    L = irq_load(devs, 0b1111)
+    assert L.groups == (2, 2, 2, 1)
+    assert L.dedicated == (2, 0, 0, 0)
+    assert L.share[0] == 2 and L.share[3] == pytest.approx(1 / 3)
+    m = metrics(L, clusters=[0b0011, 0b1100], nodes=[0b1111], devices=devs)
+    assert m["worst_cpus"] == [0] and m["cpus_at_max_dedicated"] == 1
+    assert m["cross_cluster_groups"] == 2 and m["cross_node_groups"] == 0
+    assert m["vectors"] == 4
+    assert crossing_groups(devs, [0b1111]) == 0
+
+
+# -- CLI ------------------------------------------------------------------------------------
+
+def test_cli_json(capsys):
+    rc = cli.main(["group-cpus", SEED_SHAPE, "--groups", "62", "--devices", "6",
+                   "--variant", "rotate", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["devices"]) == 6 and len(out["devices"][0]["masks"]) == 62
+    assert [d["spread_offset"] for d in out["devices"]] == list(range(6))
+    per = {r["cpu"]: r for r in out["per_cpu"]}
+    assert len(per) == 96 and max(r["dedicated"] for r in per.values()) == 2
+    assert sum(r["groups"] for r in per.values()) == 6 * 96
+
+
+def test_cli_text(capsys):
+    rc = cli.main(["group-cpus", SEED_SHAPE, "--groups", "62", "--devices", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "device 1 (spread_offset 0" in out
+    assert "28 CPU(s) at the max" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["group-cpus", "numa:2 core:2", "--groups", "0"],
+    ["group-cpus", "no/such/file", "--groups", "3"],
+    ["group-cpus", "numa:2 core:2", "--groups", "3", "--devices", "0"],
+])
+def test_cli_errors_exit_2(argv, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("numalab group-cpus: error:") and "Traceback" not in err
+
+
+def test_bench_command_runs(capsys):
+    rc = cli.main(["bench", "group-cpus", "--seconds", "0.01", "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {(r["topology"], r["variant"]) for r in out["cases"]} == {
+        (s, v) for s, _, _ in GROUP_CPUS_CASES
+        for v in ("mainline", "rotate")}
+    assert all(r["calls"] >= 3 and r["calls_per_second"] > 0 for r in out["cases"])
+
+
+def test_bench_sweep_is_deterministic():
+    from numalab.bench import run_group_cpus_sweep
+    a = run_group_cpus_sweep(60, jobs=1, seed=3)
+    b = run_group_cpus_sweep(60, jobs=2, seed=3)
+    assert a["configurations"] == b["configurations"] == 60
+    assert a["digest"] == b["digest"] and a["calls"] == b["calls"]
