@@ -1,0 +1,595 @@
+"""A parallel-build-like load on sched_ext's idle masks: flat versus per-node.
+
+The question of the series "sched_ext: per-NUMA-node idle cpumasks" (v8):
+with one global idle cpumask, every CPU entering or leaving idle, and every
+wakeup that claims an idle CPU, writes the same few cache lines. On a large
+two-socket machine those lines bounce between sockets; with one mask per node
+they mostly stay on their node. The cover letter reports a parallel kernel
+build on a DGX B200 (224 threads, 2 nodes) going from 52.431 s to 50.342 s
+(about 4%) with ``scx_simple``, and no measurable change on a DGX-1 (40 cores,
+80 threads, 2 nodes).
+
+The model. ``P`` CPUs, ``tasks_per_cpu * P`` tasks (``make -j $(nproc)``).
+Each task alternates a *run* phase and a *sleep* phase, both exponential;
+the sleep mean is chosen so that a task alone would be running a fraction
+``load`` of the time: ``sleep_mean = run_mean * (1 - load) / load``.
+
+* A task waking up is placed by :func:`~numalab.kernel.sched.ext_idle.scx_select_cpu_dfl`
+  (``scx_simple``'s ``ops.select_cpu()``), called on a *waker* CPU: a random
+  CPU of ``prev_cpu``'s node (with probability ``waker_local``, else any
+  CPU). A claimed CPU leaves idle (``__scx_update_idle(cpu, false)``, run on
+  that CPU) and starts the task. When no idle CPU is found the task joins one
+  FIFO (``scx_simple``'s shared DSQ).
+* A CPU whose task goes to sleep takes the next task from the FIFO, or goes
+  idle (``__scx_update_idle(cpu, true)``).
+
+Every idle-mask access is classified and timed by
+:class:`~numalab.kernel.sched.ext_idle.IdleMasks` (hits, same-node transfers,
+cross-node transfers, queueing behind other transfers of the same line). The
+time of a wakeup's select and of the idle exit delays the task's start; all
+of it is CPU time spent in the scheduler. The build-time figure is
+first-order: a ``make -j $(nproc)`` build is bound by CPU time, so its
+elapsed time scales with (useful work + overhead); with the same work,
+``T_per_node / T_flat = (1 + f_node) / (1 + f_flat)`` where ``f`` is the
+overhead per unit of useful CPU time. The predicted times are anchored on the
+measured flat-mask time (``SimParams.build_before_s``).
+
+Simplifications, stated: the accesses of one call are processed together
+when its event comes up; each books the first free slot of its line at or
+after the time it is issued (a line never idles while a request waits, but
+the order is first-fit, not strictly first-come); the shared DSQ's lock, the
+runqueue locks and the BPF scheduler's own work cost nothing (they are the
+same in both modes); no task affinity; no wake-affine (``SCX_WAKE_SYNC``)
+path; the whole line transfer latency is charged to the CPU that needs the
+line (no prefetch, no store buffer hiding a store's latency).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import NumalabError
+from ..kernel.sched.ext_idle import (
+    CostModel,
+    IdleMasks,
+    Stats,
+    __scx_update_idle as _update_idle,
+    node_visit_order,
+    numadist_walk_lookups,
+    scx_select_cpu_dfl,
+)
+from ..topology.model import Topology
+
+__all__ = ["SimParams", "SimResult", "simulate", "compare", "sensitivity",
+           "dgx_b200", "dgx1", "machine", "node_walk_table", "latency_from_bench",
+           "SEED_BEFORE_S", "SEED_AFTER_S"]
+
+SEED_BEFORE_S = 52.431     # cover letter: make -j, DGX B200, flat idle mask
+SEED_AFTER_S = 50.342      # ... with per-node idle masks
+
+
+class SimParamError(NumalabError, ValueError):
+    """A simulation parameter out of range."""
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Every knob of the model, with the values that reproduce the seed.
+
+    Load:
+      load:           fraction of time a task wants to run (0 < load <= 1);
+                      sets the sleep mean as ``run_mean_us * (1-load)/load``
+      tasks_per_cpu:  tasks per CPU (1.0: ``make -j $(nproc)``)
+      run_mean_us:    mean run phase (us) between two sleeps; with ``load``
+                      it sets how often each CPU enters and leaves idle --
+                      the quantity the result depends on most
+      waker_local:    probability that a wakeup is issued from a CPU of the
+                      sleeping task's node (else from any CPU)
+    Time:
+      duration_ms:    simulated time measured (ms)
+      warmup_ms:      simulated time before measuring (ms)
+    Policy:
+      per_node:       ``SCX_OPS_BUILTIN_IDLE_PER_NODE``
+      pick_flags:     flags passed to ``scx_select_cpu_dfl()``
+                      (``SCX_PICK_IDLE_CORE`` / ``SCX_PICK_IDLE_IN_NODE``)
+      node_order:     "walk" (kernel, O(N^2) lookups) or "cached"
+    Cost (see :class:`~numalab.kernel.sched.ext_idle.CostModel`):
+      local_ns:       one cache-line transfer inside a node (ns)
+      remote_factor:  remote transfer = local_ns * distance/10 * remote_factor
+      word_ns:        reading one cached cpumask word (ns)
+      lookup_ns:      one ``node_distance()`` lookup (ns)
+      serialize:      transfers of one line queue behind each other
+    Report:
+      build_before_s: measured elapsed time with the flat mask, used to turn
+                      the modelled ratio into seconds (the seed's 52.431 s)
+    """
+
+    load: float = 0.85
+    tasks_per_cpu: float = 1.0
+    run_mean_us: float = 49.0
+    waker_local: float = 1.0
+    duration_ms: float = 10.0
+    warmup_ms: float = 1.0
+    per_node: bool = False
+    pick_flags: int = 0
+    node_order: str = "walk"
+    local_ns: float = 50.0
+    remote_factor: float = 1.0
+    word_ns: float = 0.5
+    lookup_ns: float = 1.0
+    serialize: bool = True
+    build_before_s: float = SEED_BEFORE_S
+
+    def check(self) -> "SimParams":
+        if not 0 < self.load <= 1:
+            raise SimParamError(f"load {self.load} is not in (0, 1]")
+        if self.tasks_per_cpu <= 0 or self.run_mean_us <= 0:
+            raise SimParamError("tasks_per_cpu and run_mean_us must be positive")
+        if self.duration_ms <= 0 or self.warmup_ms < 0:
+            raise SimParamError("duration_ms must be positive and warmup_ms not negative")
+        if not 0 <= self.waker_local <= 1:
+            raise SimParamError(f"waker_local {self.waker_local} is not in [0, 1]")
+        if self.node_order not in ("walk", "cached"):
+            raise SimParamError(f"node_order {self.node_order!r} is not 'walk' or 'cached'")
+        if self.local_ns < 0 or self.remote_factor < 0 or self.word_ns < 0 or self.lookup_ns < 0:
+            raise SimParamError("costs must not be negative")
+        return self
+
+    def cost_model(self, latency_ns=None) -> CostModel:
+        return CostModel(local_ns=self.local_ns, remote_factor=self.remote_factor,
+                         word_ns=self.word_ns, lookup_ns=self.lookup_ns,
+                         serialize=self.serialize, latency_ns=latency_ns)
+
+
+@dataclass
+class SimResult:
+    """What one run measured (all counts over the measured window).
+
+    decisions:      ``scx_select_cpu_dfl()`` calls (wakeups)
+    failed_picks:   decisions that found no idle CPU (-EBUSY; task queued)
+    picks_outside_node: picks on a CPU of another node than ``prev_cpu``'s
+    idle_enter / idle_exit: ``__scx_update_idle()`` calls
+    select / update: :class:`Stats` of the select path and of the idle updates
+    work_ns:        useful CPU time (run phases started in the window)
+    overhead_ns:    modelled time in idle-mask code (select + updates)
+    overhead_fraction: overhead_ns / work_ns
+    utilisation:    work_ns / (CPUs * window)
+    throughput:     work_ns / window (ns of work per ns)
+    wakeup_delay_ns: mean delay between a wakeup and the task's start when
+                    an idle CPU was found (select + idle exit)
+    cross_node_writes_spill: cross-node writes made during searches that
+                    left prev_cpu's node
+    line_busy:      per idle-mask cache line in use ("global.cpu[0]", ...):
+                    the fraction of the window it spent being transferred --
+                    its utilisation as a single server; near 1 the queue
+                    in front of it (``wait_ns``) explodes
+    """
+
+    machine: str
+    params: SimParams
+    seed: int
+    cpus: int
+    nodes: int
+    decisions: int = 0
+    failed_picks: int = 0
+    picks_outside_node: int = 0
+    idle_enter: int = 0
+    idle_exit: int = 0
+    select: Stats = field(default_factory=Stats)
+    update: Stats = field(default_factory=Stats)
+    work_ns: float = 0.0
+    overhead_ns: float = 0.0
+    window_ns: float = 0.0
+    wakeup_delay_total_ns: float = 0.0
+    woken_on_idle: int = 0
+    cross_node_writes_spill: int = 0
+    line_busy: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def max_line_busy(self) -> float:
+        return max(self.line_busy.values(), default=0.0)
+
+    @property
+    def total(self) -> Stats:
+        s = Stats()
+        s.add(self.select)
+        s.add(self.update)
+        return s
+
+    @property
+    def overhead_fraction(self) -> float:
+        return self.overhead_ns / self.work_ns if self.work_ns else 0.0
+
+    @property
+    def utilisation(self) -> float:
+        return self.work_ns / (self.cpus * self.window_ns) if self.window_ns else 0.0
+
+    @property
+    def throughput(self) -> float:
+        return self.work_ns / self.window_ns if self.window_ns else 0.0
+
+    @property
+    def wakeup_delay_ns(self) -> float:
+        return self.wakeup_delay_total_ns / self.woken_on_idle if self.woken_on_idle else 0.0
+
+    def per_decision(self) -> dict[str, float]:
+        """Counts per wakeup decision (select path and idle updates together)."""
+        t = self.total
+        d = max(self.decisions, 1)
+        return {
+            "words_read": t.words_read / d,
+            "writes": t.writes / d,
+            "cross_node_writes": t.cross_node_writes / d,
+            "write_remote": t.write_remote / d,
+            "read_remote": t.read_remote / d,
+            "overhead_ns": self.overhead_ns / d,
+            "wait_ns": t.wait_ns / d,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.total
+        return {
+            "machine": self.machine, "seed": self.seed, "cpus": self.cpus, "nodes": self.nodes,
+            "mode": "per-node" if self.params.per_node else "flat",
+            "params": asdict(self.params),
+            "decisions": self.decisions, "failed_picks": self.failed_picks,
+            "picks_outside_node": self.picks_outside_node,
+            "idle_enter": self.idle_enter, "idle_exit": self.idle_exit,
+            "words_read": t.words_read, "writes": t.writes,
+            "cross_node_writes": t.cross_node_writes,
+            "cross_node_writes_spill": self.cross_node_writes_spill,
+            "write_hits": t.write_hits, "write_local": t.write_local,
+            "write_remote": t.write_remote, "read_local": t.read_local,
+            "read_remote": t.read_remote, "dist_lookups": t.dist_lookups, "walks": t.walks,
+            "transfer_ns": t.transfer_ns, "wait_ns": t.wait_ns,
+            "select": self.select.as_dict(), "update": self.update.as_dict(),
+            "work_ns": self.work_ns, "overhead_ns": self.overhead_ns,
+            "overhead_fraction": self.overhead_fraction, "utilisation": self.utilisation,
+            "wakeup_delay_ns": self.wakeup_delay_ns,
+            "line_busy": dict(self.line_busy), "max_line_busy": self.max_line_busy,
+            "per_decision": self.per_decision(),
+        }
+
+
+# --------------------------------------------------------------------------
+# Machines
+# --------------------------------------------------------------------------
+
+def machine(nodes: int = 2, cores_per_node: int = 8, smt: int = 2, remote: int = 21,
+            distances: list[list[int]] | None = None, name: str | None = None) -> Topology:
+    """A two-level machine: ``nodes`` nodes (one package and one LLC each),
+    ``cores_per_node`` cores of ``smt`` threads, x86 numbering (first threads
+    of all cores, then the second threads). ``remote`` is the SLIT distance
+    between any two nodes unless ``distances`` is given.
+
+    >>> t = machine(2, 4, 2)
+    >>> t.counts()["pu"], t.cpu_to_node(4), t.cpu_to_node(8)
+    (16, 1, 0)
+    """
+    from ..topology.synthetic import from_synthetic
+    if distances is None:
+        distances = [[10 if i == j else remote for j in range(nodes)] for i in range(nodes)]
+    text = f"pack:{nodes} numa:1 l3:1 core:{cores_per_node} pu:{smt}"
+    return from_synthetic(text, distances=distances, numbering="smt-apart",
+                          name=name or f"{nodes}n x {cores_per_node}c x {smt}t")
+
+
+def _described(stem: str) -> Topology | None:
+    """data/machines/STEM.toml when the checkout has it (written by another chapter)."""
+    try:
+        from ..datasets import repo_root
+        from ..topology import load
+        path = repo_root() / "data" / "machines" / f"{stem}.toml"
+        if path.exists():
+            return load(path)
+    except Exception:   # an unreadable description falls back to the built-in shape
+        return None
+    return None
+
+
+def dgx_b200(prefer_file: bool = True) -> Topology:
+    """The seed's test machine: 2 x Xeon Platinum 8570, 56 cores each, SMT2
+    (224 threads, 2 nodes, one LLC per socket), SLIT 10/21 --
+    ``data/machines/dgx-b200.toml`` when the checkout has it (and
+    ``prefer_file``), else the same shape built here."""
+    t = _described("dgx-b200") if prefer_file else None
+    return t or machine(2, 56, 2, 21, name="DGX B200 (2 x 56c x 2t)")
+
+
+def dgx1(prefer_file: bool = True) -> Topology:
+    """The seed's control machine: 2 x Xeon E5-2698 v4, 20 cores each, SMT2
+    (80 threads, 2 nodes), SLIT 10/21 -- ``data/machines/dgx-1.toml`` when
+    present, else the same shape built here."""
+    t = _described("dgx-1") if prefer_file else None
+    return t or machine(2, 20, 2, 21, name="DGX-1 (2 x 20c x 2t)")
+
+
+def latency_from_bench(topo: Topology) -> list[list[float]] | None:
+    """A node x node one-way latency matrix from a dump's measured core-to-core
+    latencies (``topo.meta["bench"]["latency_ns"]``), or None.
+
+    Accepted forms: a node x node matrix; a CPU x CPU matrix (indexed by CPU
+    id); or ``{"cpus": [...], "latency_ns": [[...]]}`` for a subset of CPUs.
+    CPU pairs are averaged per node pair (``None`` entries skipped); a node
+    pair without a measurement gets the mean of the measured remote pairs
+    (or local pairs on the diagonal).
+    """
+    raw = topo.meta.get("bench", {}).get("latency_ns") if isinstance(topo.meta, dict) else None
+    if raw is None:
+        return None
+    ids = topo.node_ids or [0]
+    if isinstance(raw, dict):
+        cpu_ids, mat = list(raw.get("cpus", [])), raw.get("latency_ns", [])
+    else:
+        mat = raw
+        if len(mat) == len(ids):
+            return [[float(x) for x in row] for row in mat]
+        cpu_ids = list(range(len(mat)))
+    sums: dict[tuple[int, int], list[float]] = {}
+    for i, a in enumerate(cpu_ids):
+        for j, b in enumerate(cpu_ids):
+            if a == b or i >= len(mat) or j >= len(mat[i]) or mat[i][j] is None:
+                continue
+            key = (topo.cpu_to_node(a), topo.cpu_to_node(b))
+            sums.setdefault(key, []).append(float(mat[i][j]))
+    if not sums:
+        return None
+    local = [np.mean(v) for (a, b), v in sums.items() if a == b]
+    remote = [np.mean(v) for (a, b), v in sums.items() if a != b]
+    out = []
+    for a in ids:
+        row = []
+        for b in ids:
+            v = sums.get((a, b))
+            if v:
+                row.append(float(np.mean(v)))
+            else:
+                pool = local if a == b else remote
+                row.append(float(np.mean(pool)) if pool else float("nan"))
+        out.append(row)
+    if any(np.isnan(x) for row in out for x in row):
+        return None
+    return out
+
+
+# --------------------------------------------------------------------------
+# The simulation
+# --------------------------------------------------------------------------
+
+class _Stream:
+    """Pre-drawn random numbers for one task, refilled in blocks, so that two
+    runs (flat and per-node) give task i the same run/sleep/waker sequence
+    (common random numbers: the difference between modes is not noise)."""
+
+    __slots__ = ("rng", "run", "sleep", "u", "i", "block", "run_mean", "sleep_mean")
+
+    def __init__(self, seq: np.random.SeedSequence, run_mean: float, sleep_mean: float,
+                 block: int = 256):
+        self.rng = np.random.default_rng(seq)
+        self.block = block
+        self.run_mean, self.sleep_mean = run_mean, sleep_mean
+        self.i = block
+        self.run = self.sleep = self.u = None
+
+    def next(self) -> tuple[float, float, float, float]:
+        if self.i >= self.block:
+            r = self.rng
+            self.run = r.exponential(self.run_mean, self.block).tolist()
+            self.sleep = (r.exponential(self.sleep_mean, self.block).tolist()
+                          if self.sleep_mean > 0 else [0.0] * self.block)
+            self.u = r.random((self.block, 2)).tolist()
+            self.i = 0
+        i = self.i
+        self.i += 1
+        u = self.u[i]
+        return self.run[i], self.sleep[i], u[0], u[1]
+
+
+def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
+             latency_ns: list[list[float]] | None = None, **overrides: Any) -> SimResult:
+    """Run the load on ``topo`` and count the idle-mask traffic.
+
+    Inputs: a topology; :class:`SimParams` (fields can also be given as
+    keyword overrides); a seed; optionally a node x node latency matrix in ns
+    (default: :func:`latency_from_bench` of the topology, else the distance
+    formula). Output: a :class:`SimResult`. Same inputs, same numbers.
+
+    >>> r = simulate(machine(2, 4, 2), duration_ms=0.5, warmup_ms=0.1, seed=1)
+    >>> r.decisions > 0 and r.work_ns > 0
+    True
+    """
+    p = replace(params or SimParams(), **overrides).check()
+    if latency_ns is None:
+        latency_ns = latency_from_bench(topo)
+    m = IdleMasks(topo, per_node=p.per_node, cost=p.cost_model(latency_ns),
+                  node_order=p.node_order)
+    online = [c for c in sorted(topo.cpus) if m.online >> c & 1]
+    if not online:
+        raise SimParamError(f"{topo.name}: no online CPU to simulate")
+    ncpu = len(online)
+    cpu_node = m.cpu_node
+    node_cpus = {n: [c for c in online if cpu_node[c] == n] for n in m.node_mask}
+    ntasks = max(1, round(p.tasks_per_cpu * ncpu))
+    run_mean = p.run_mean_us * 1000.0
+    sleep_mean = run_mean * (1 - p.load) / p.load
+    seqs = np.random.SeedSequence(seed).spawn(ntasks + 1)
+    streams = [_Stream(s, run_mean, sleep_mean) for s in seqs[:ntasks]]
+    init = np.random.default_rng(seqs[-1])
+
+    res = SimResult(machine=topo.name, params=p, seed=seed, cpus=ncpu, nodes=len(m.node_mask))
+    sel_stats, upd_stats = Stats(), Stats()
+    warm = p.warmup_ms * 1e6
+    end = warm + p.duration_ms * 1e6
+
+    # Tasks start asleep, spread over the CPUs; their first wakeups are
+    # staggered over one sleep+run period so the machine does not start in step.
+    task_prev = [online[i % ncpu] for i in range(ntasks)]
+    task_sleep = [0.0] * ntasks        # the sleep that follows the current run
+    queued_run: dict[int, float] = {}  # run length drawn by a task waiting in the FIFO
+    events: list[tuple[float, int, int, int]] = []   # (time, seq, kind, arg)
+    seqno = 0
+    period = sleep_mean + run_mean
+    for i, t0 in enumerate(init.random(ntasks) * period):
+        events.append((float(t0), seqno, 0, i))
+        seqno += 1
+    heapq.heapify(events)
+    cpu_task = {c: -1 for c in online}
+    fifo: deque[int] = deque()
+    measuring = False
+    WAKE = 0
+    waker_local = p.waker_local
+    pick_flags = p.pick_flags
+
+    while events:
+        t, _, kind, arg = heapq.heappop(events)
+        if t >= end:
+            break
+        if not measuring and t >= warm:
+            measuring = True
+            sel_stats, upd_stats = Stats(), Stats()
+            for lines in m.lines().values():
+                for ln in lines:
+                    ln.busy_ns = 0.0
+        if kind == WAKE:
+            task = arg
+            run, task_sleep[task], u_local, u_cpu = streams[task].next()
+            prev = task_prev[task]
+            pool = node_cpus[cpu_node[prev]] if u_local < waker_local else online
+            waker = pool[int(u_cpu * len(pool))]
+            m.this_cpu, m.now, m.floor, m.stats = waker, t, t, sel_stats
+            walks0, xw0 = sel_stats.walks, sel_stats.cross_node_writes
+            cpu = scx_select_cpu_dfl(m, prev, 0, None, pick_flags)
+            if measuring:
+                res.decisions += 1
+                if sel_stats.walks > walks0:
+                    res.cross_node_writes_spill += sel_stats.cross_node_writes - xw0
+            if cpu < 0:
+                # scx_simple: no idle CPU, the task waits in the shared DSQ
+                if measuring:
+                    res.failed_picks += 1
+                    res.overhead_ns += m.now - t
+                fifo.append(task)
+                queued_run[task] = run
+                continue
+            if measuring and cpu_node[cpu] != cpu_node[prev]:
+                res.picks_outside_node += 1
+            m.this_cpu, m.stats = cpu, upd_stats
+            _update_idle(m, cpu, False)
+            start = m.now
+            if measuring:
+                res.idle_exit += 1
+                res.overhead_ns += start - t
+                res.wakeup_delay_total_ns += start - t
+                res.woken_on_idle += 1
+                res.work_ns += run
+            cpu_task[cpu] = task
+            heapq.heappush(events, (start + run, seqno, 1, cpu))
+            seqno += 1
+        else:
+            cpu = arg
+            task = cpu_task[cpu]
+            task_prev[task] = cpu
+            heapq.heappush(events, (t + task_sleep[task], seqno, WAKE, task))
+            seqno += 1
+            if fifo:
+                # the CPU consumes the shared DSQ and stays busy: no idle transition
+                nxt = fifo.popleft()
+                run = queued_run.pop(nxt)
+                cpu_task[cpu] = nxt
+                heapq.heappush(events, (t + run, seqno, 1, cpu))
+                seqno += 1
+                if measuring:
+                    res.work_ns += run
+                continue
+            cpu_task[cpu] = -1
+            m.this_cpu, m.now, m.floor, m.stats = cpu, t, t, upd_stats
+            _update_idle(m, cpu, True)
+            if measuring:
+                res.idle_enter += 1
+                res.overhead_ns += m.now - t
+    res.select, res.update = sel_stats, upd_stats
+    res.window_ns = p.duration_ms * 1e6
+    res.line_busy = {f"{name}[{i}]": ln.busy_ns / res.window_ns
+                     for name, lines in m.lines().items() for i, ln in enumerate(lines)}
+    return res
+
+
+def compare(topo: Topology, params: SimParams | None = None, seed: int = 0,
+            latency_ns: list[list[float]] | None = None, **overrides: Any) -> dict[str, Any]:
+    """Run flat and per-node masks with the same seed and report both and the
+    predicted elapsed times.
+
+    Output keys: ``flat``, ``per_node`` (SimResult), ``f_flat``, ``f_node``
+    (overhead fractions), ``ratio`` = (1+f_node)/(1+f_flat), ``before_s`` /
+    ``after_s`` (``build_before_s`` and the per-node prediction),
+    ``gain_pct`` = 100 * (1 - ratio).
+    """
+    p = replace(params or SimParams(), **overrides)
+    flat = simulate(topo, replace(p, per_node=False), seed, latency_ns)
+    node = simulate(topo, replace(p, per_node=True), seed, latency_ns)
+    ratio = (1 + node.overhead_fraction) / (1 + flat.overhead_fraction)
+    return {
+        "machine": topo.name, "flat": flat, "per_node": node,
+        "f_flat": flat.overhead_fraction, "f_node": node.overhead_fraction,
+        "ratio": ratio, "before_s": p.build_before_s, "after_s": p.build_before_s * ratio,
+        "gain_pct": 100.0 * (1 - ratio),
+        "busy_flat": flat.max_line_busy, "busy_node": node.max_line_busy,
+    }
+
+
+def sensitivity(machines: dict[str, Topology] | None = None, params: SimParams | None = None,
+                sweep: dict[str, list] | None = None, seed: int = 0):
+    """One-at-a-time sensitivity of the flat -> per-node gain.
+
+    For each machine and each (parameter, value) of ``sweep`` (default: a
+    small grid around the defaults for ``run_mean_us``, ``load``,
+    ``local_ns``, ``remote_factor`` and ``serialize``), run :func:`compare`
+    with that one parameter changed. Returns a pandas DataFrame with columns
+    machine, param, value, f_flat, f_node, busy_flat, busy_node (busiest
+    line's utilisation), gain_pct, before_s, after_s.
+    """
+    import pandas as pd
+    p = params or SimParams()
+    machines = machines or {"DGX B200": dgx_b200(), "DGX-1": dgx1()}
+    sweep = sweep or {
+        "run_mean_us": [20.0, 40.0, 80.0],
+        "load": [0.6, 0.85, 0.95],
+        "local_ns": [30.0, 50.0, 70.0],
+        "remote_factor": [0.75, 1.0, 1.5],
+        "serialize": [False, True],
+    }
+    rows = []
+    for label, topo in machines.items():
+        for name, values in sweep.items():
+            for v in values:
+                c = compare(topo, replace(p, **{name: v}), seed)
+                rows.append({"machine": label, "param": name, "value": v,
+                             "f_flat": c["f_flat"], "f_node": c["f_node"],
+                             "busy_flat": c["busy_flat"], "busy_node": c["busy_node"],
+                             "gain_pct": c["gain_pct"], "before_s": c["before_s"],
+                             "after_s": c["after_s"]})
+    return pd.DataFrame(rows)
+
+
+def node_walk_table(topo: Topology, max_nodes_visited: int | None = None):
+    """Per node: the order the per-node search visits the other nodes, the
+    ``node_distance()`` lookups of a complete ``for_each_node_numadist()``
+    walk (N(N-1)/2) and of the cached alternative (0 per walk: the order is
+    computed once, N(N-1) lookups at load time, N-1 entries per node).
+    Returns a pandas DataFrame.
+    """
+    import pandas as pd
+    n = len(topo.node_ids)
+    rows = []
+    for node in topo.node_ids:
+        order = node_visit_order(topo, node)
+        rows.append({"node": node, "order": order,
+                     "distances": [topo.distance(node, x) for x in order],
+                     "walk_lookups": numadist_walk_lookups(n, max_nodes_visited),
+                     "cached_lookups": 0, "cached_entries": len(order)})
+    return pd.DataFrame(rows)

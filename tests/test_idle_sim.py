@@ -1,0 +1,147 @@
+"""The flat versus per-node idle-mask simulation."""
+
+import pytest
+
+from numalab.kernel.sched.ext_idle import SCX_PICK_IDLE_IN_NODE
+from numalab.models.idle_sim import (
+    SEED_AFTER_S,
+    SEED_BEFORE_S,
+    SimParams,
+    compare,
+    dgx1,
+    dgx_b200,
+    latency_from_bench,
+    machine,
+    node_walk_table,
+    sensitivity,
+    simulate,
+)
+
+SMALL = dict(duration_ms=1.0, warmup_ms=0.2)
+
+
+def test_same_seed_same_numbers():
+    t = machine(2, 8, 2)
+    a = simulate(t, seed=3, **SMALL).to_dict()
+    b = simulate(t, seed=3, **SMALL).to_dict()
+    c = simulate(t, seed=4, **SMALL).to_dict()
+    assert a == b
+    assert a != c
+
+
+def test_counts_are_consistent():
+    # two tasks per CPU: a wakeup can find every CPU busy (with one per CPU it never can)
+    r = simulate(machine(2, 8, 2), load=0.45, tasks_per_cpu=2, **SMALL)
+    assert r.decisions > 100
+    assert 0 < r.failed_picks < r.decisions           # high load: some wakeups find no idle CPU
+    assert r.idle_exit == r.decisions - r.failed_picks
+    t = r.total
+    assert t.writes == t.write_hits + t.write_local + t.write_remote
+    assert t.line_reads == t.read_hits + t.read_local + t.read_remote
+    assert 0 < r.utilisation <= 1
+
+
+def test_in_node_per_node_has_no_cross_node_write_flat_has_many():
+    t = machine(2, 8, 2)
+    flat = simulate(t, per_node=False, pick_flags=SCX_PICK_IDLE_IN_NODE, **SMALL)
+    node = simulate(t, per_node=True, pick_flags=SCX_PICK_IDLE_IN_NODE, **SMALL)
+    assert node.total.cross_node_writes == 0
+    assert node.picks_outside_node == 0
+    assert flat.total.cross_node_writes > 0.2 * flat.total.writes
+
+
+def test_per_node_updates_stay_local_and_spills_are_the_exception():
+    t = machine(2, 8, 2)
+    flat = simulate(t, per_node=False, **SMALL)
+    node = simulate(t, per_node=True, **SMALL)
+    # __scx_update_idle() runs on the CPU itself and writes only its node's masks;
+    # a cross-node write there can only follow a remote waker's spill
+    assert node.update.cross_node_writes < 0.25 * flat.update.cross_node_writes
+    assert node.total.cross_node_writes < 0.25 * flat.total.cross_node_writes
+    assert node.total.write_remote < flat.total.write_remote
+
+
+def test_one_node_modes_are_identical_in_choices():
+    t = machine(1, 8, 2)
+    flat = simulate(t, per_node=False, **SMALL)
+    node = simulate(t, per_node=True, **SMALL)
+    assert flat.decisions == node.decisions
+    assert flat.failed_picks == node.failed_picks
+    assert flat.total.cross_node_writes == node.total.cross_node_writes == 0
+
+
+def test_cached_node_order_removes_lookups():
+    t = machine(4, 4, 2, distances=[[10, 20, 30, 20], [20, 10, 20, 30],
+                                    [30, 20, 10, 20], [20, 30, 20, 10]])
+    walk = simulate(t, per_node=True, load=0.95, **SMALL)
+    cached = simulate(t, per_node=True, load=0.95, node_order="cached", **SMALL)
+    assert walk.total.walks > 0 and walk.total.dist_lookups >= walk.total.walks * 3
+    assert cached.total.dist_lookups == 0
+
+
+def test_node_walk_table():
+    df = node_walk_table(machine(4, 1, 1, distances=[[10, 20, 30, 20], [20, 10, 20, 30],
+                                                     [30, 20, 10, 20], [20, 30, 20, 10]]))
+    assert df.loc[0, "order"] == [1, 3, 2]
+    assert df.loc[0, "distances"] == [20, 20, 30]
+    assert set(df["walk_lookups"]) == {6}
+
+
+def test_bad_params_are_input_errors():
+    from numalab.errors import NumalabError
+    for bad in (dict(load=0), dict(load=1.5), dict(run_mean_us=-1), dict(node_order="x")):
+        with pytest.raises(NumalabError):
+            simulate(machine(1, 2, 1), **bad)
+
+
+def test_latency_from_bench_forms():
+    t = machine(2, 2, 1)                                  # CPUs 0,1 node 0; 2,3 node 1
+    t.meta["bench"] = {"latency_ns": [[0, 40, 120, 130], [40, 0, 125, 120],
+                                      [120, 125, 0, 45], [130, 120, 45, 0]]}
+    lat = latency_from_bench(t)
+    assert lat[0][0] == pytest.approx(40) and lat[1][1] == pytest.approx(45)
+    assert lat[0][1] == pytest.approx(123.75)
+    t.meta["bench"] = {"latency_ns": [[30, 90], [90, 30]]}
+    assert latency_from_bench(t) == [[30.0, 90.0], [90.0, 30.0]]
+    t.meta.pop("bench")
+    assert latency_from_bench(t) is None
+
+
+def test_reproduces_the_seeds_shape():
+    """The cover letter: ~4% faster on the DGX B200 (52.431 s -> 50.342 s),
+    nothing measurable on the DGX-1. Tolerance: the B200 gain within
+    2.5-6% (the measured 4.0% had a 2.9 s, 5.5% standard deviation over 10
+    runs), the DGX-1 gain under 0.5%."""
+    b = compare(dgx_b200(), SimParams())
+    d = compare(dgx1(), SimParams())
+    measured = 100 * (1 - SEED_AFTER_S / SEED_BEFORE_S)
+    assert 2.5 < b["gain_pct"] < 6.0, b["gain_pct"]
+    assert abs(b["gain_pct"] - measured) < 2.0
+    assert abs(d["gain_pct"]) < 0.5, d["gain_pct"]
+    # the mechanism: cross-node writes on the flat mask, not on per-node masks
+    assert b["per_node"].total.cross_node_writes < 0.3 * b["flat"].total.cross_node_writes
+    assert b["flat"].total.wait_ns > 3 * d["flat"].total.wait_ns * 224 / 80
+
+
+def test_sensitivity_frame():
+    df = sensitivity({"small": machine(2, 8, 2)}, SimParams(**SMALL),
+                     sweep={"local_ns": [20.0, 80.0]})
+    assert list(df.columns[:3]) == ["machine", "param", "value"]
+    assert len(df) == 2
+    lo, hi = df["f_flat"]
+    assert hi > lo                                         # dearer lines, more overhead
+
+
+def test_cli_idle_json_and_errors(capsys):
+    import json
+
+    from numalab.cli import main
+    assert main(["idle", "pack:2 numa:1 core:2 pu:2", "--per-node", "--duration", "0.5",
+                 "--seed", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "per-node" and out["cpus"] == 8 and out["decisions"] > 0
+    assert main(["idle", "pack:2 numa:1 core:2 pu:2", "--duration", "0.5", "--compare"]) == 0
+    assert "predicted build time" in capsys.readouterr().out
+    assert main(["idle", "dgx-1", "--load", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "load" in err
