@@ -145,3 +145,14 @@ def test_cli_idle_json_and_errors(capsys):
     assert main(["idle", "dgx-1", "--load", "1.5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "load" in err
+
+
+def test_latency_from_atomics_bench_record():
+    """The round trips that `numalab bench atomics` stores feed the cost model (halved)."""
+    from numalab.models.idle_sim import latency_from_bench
+    from numalab.topology import load
+
+    t = load("numa:2 core:2 pu:1")
+    t.meta["bench"] = {"latency": {"cpus": [0, 1, 2, 3], "round_trip_ns": [
+        [None, 100, 300, 300], [100, None, 300, 300], [300, 300, None, 100], [300, 300, 100, None]]}}
+    assert latency_from_bench(t) == [[50.0, 150.0], [150.0, 50.0]]

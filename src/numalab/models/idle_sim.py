@@ -311,7 +311,8 @@ def dgx1(prefer_file: bool = True) -> Topology:
 
 def latency_from_bench(topo: Topology) -> list[list[float]] | None:
     """A node x node one-way latency matrix from a dump's measured core-to-core
-    latencies (``topo.meta["bench"]["latency_ns"]``), or None.
+    latencies (``topo.meta["bench"]["latency_ns"]``, or the round trips that
+    ``numalab bench atomics`` stores as ``topo.meta["bench"]["latency"]``), or None.
 
     Accepted forms: a node x node matrix; a CPU x CPU matrix (indexed by CPU
     id); or ``{"cpus": [...], "latency_ns": [[...]]}`` for a subset of CPUs.
@@ -319,7 +320,16 @@ def latency_from_bench(topo: Topology) -> list[list[float]] | None:
     pair without a measurement gets the mean of the measured remote pairs
     (or local pairs on the diagonal).
     """
-    raw = topo.meta.get("bench", {}).get("latency_ns") if isinstance(topo.meta, dict) else None
+    bench = topo.meta.get("bench") if isinstance(topo.meta, dict) else None
+    if not isinstance(bench, dict):
+        return None
+    raw = bench.get("latency_ns")
+    if raw is None and isinstance(bench.get("latency"), dict):
+        # the form ``numalab bench atomics`` stores: round trips, so halve them
+        lat = bench["latency"]
+        raw = {"cpus": lat.get("cpus", []),
+               "latency_ns": [[None if x is None else x / 2 for x in row]
+                              for row in lat.get("round_trip_ns", [])]}
     if raw is None:
         return None
     ids = topo.node_ids or [0]
