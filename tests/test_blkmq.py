@@ -1,0 +1,88 @@
+"""blk-mq and managed-IRQ ports against real dumps (models/blkmq.py)."""
+
+from pathlib import Path
+
+import pytest
+
+from numalab.datasets import project_datasets, shared_topologies
+from numalab.kernel.lib.group_cpus import group_cpus_evenly
+from numalab.models.blkmq import (blk_mq_map_queues, blk_mq_map_queues_legacy, compare_blk_mq,
+                                  compare_irqs, hctx_masks, irq_create_affinity_masks,
+                                  managed_vectors)
+from numalab.topology import load
+from numalab.topology.model import IRQ, PCIDevice
+
+SEED = "numa:2 cluster:24 core:2 pu:1"
+
+
+def test_map_is_the_groups():
+    t = load(SEED)
+    g = group_cpus_evenly(62, t)
+    assert hctx_masks(blk_mq_map_queues(62, t), 62) == list(g)
+    mq = blk_mq_map_queues(62, t, queue_offset=5)
+    assert set(mq) == set(range(96)) and min(mq.values()) == 5
+
+
+def test_more_queues_than_cpus_wrap_onto_groups():
+    t = load("numa:1 core:4 pu:1")
+    g = group_cpus_evenly(6, t)
+    assert g.nummasks == 4 and list(g[:4]) == [0b10, 0b100, 0b1000, 0b1]   # the kernel's heapsort order
+    # 4 masks only: queue q takes group q % 4, the later queue wins (CPU 1: queues 0 then 4)
+    assert blk_mq_map_queues(6, t) == {0: 3, 1: 4, 2: 5, 3: 2}
+    assert blk_mq_map_queues(0, t, queue_offset=2) == {0: 2, 1: 2, 2: 2, 3: 2}
+
+
+def test_legacy_map():
+    t = load("numa:1 core:4 pu:1")
+    assert blk_mq_map_queues_legacy(2, t) == {0: 0, 1: 1, 2: 0, 3: 1}
+    assert blk_mq_map_queues_legacy(8, t) == {0: 0, 1: 1, 2: 2, 3: 3}
+
+
+def test_affinity_masks_pre_post_and_sets():
+    t = load("numa:2 core:4 pu:1")
+    out = irq_create_affinity_masks(10, t, pre_vectors=1, post_vectors=1, set_size=[4, 4])
+    assert len(out) == 10
+    assert out[0] == (t.possible, False) and out[9] == (t.possible, False)
+    assert [k for _, k in out] == [False] + [True] * 8 + [False]
+    assert [m for m, _ in out[1:5]] == list(group_cpus_evenly(4, t))
+    assert irq_create_affinity_masks(2, t, pre_vectors=1, post_vectors=1) is None
+    # fewer CPUs than vectors: the groups stop at nummasks, the rest get the default
+    small = load("numa:1 core:2 pu:1")
+    out = irq_create_affinity_masks(5, small, pre_vectors=1, default_affinity=0b1)
+    assert [m for m, _ in out][3:] == [0b1, 0b1]
+
+
+def test_managed_vectors_from_names():
+    t = load("numa:1 core:2 pu:1")
+    t = t.replace(pci=[PCIDevice("0000:01:00.0", msi_vectors=3, driver="nvme")], irqs=[
+        IRQ("30", chip="PCI-MSIX-0000:01:00.0", name="nvme0q0", smp_affinity=3),
+        IRQ("31", chip="PCI-MSIX-0000:01:00.0", name="nvme0q1", smp_affinity=2),
+        IRQ("32", chip="PCI-MSIX-0000:01:00.0", name="nvme0q2", smp_affinity=1)])
+    assert managed_vectors(t) == {"0000:01:00.0": {1: 2, 2: 1}}
+    df = compare_irqs(t)
+    assert df["match"].all() and len(df) == 2
+    bad = t.replace(irqs=[IRQ("31", chip="PCI-MSIX-0000:01:00.0", name="nvme0q1", smp_affinity=3)])
+    assert not compare_irqs(bad)["match"].any()
+
+
+def test_project_dump_matches():
+    dumps = [p for p in project_datasets() if p.endswith(".tar.bz2")]
+    if not dumps:
+        pytest.skip("no collected dump")
+    for p in dumps:
+        t = load(p)
+        b = compare_blk_mq(t)
+        assert len(b) > 0 and b["match"].all()
+        i = compare_irqs(t)
+        assert i["match"].all()
+
+
+def test_shared_dumps_with_blk_mq_match():
+    shared = shared_topologies()
+    if shared is None:
+        pytest.skip("../shared absent")
+    p = Path(shared) / "linux" / "2pa-pcidomain32bits.tar.bz2"
+    if not p.exists():
+        pytest.skip("dump absent")
+    b = compare_blk_mq(load(str(p)))
+    assert list(b.disk) == ["vda"] and b["match"].all() and b["match_legacy"].all()
