@@ -35,8 +35,8 @@ class Benchmark:
 
 
 _TARGETS: dict[str, Benchmark] = {}
-# Modules that register further targets when imported (none yet besides this one).
-_MODULES: tuple[str, ...] = ()
+# Modules that register further targets when imported.
+_MODULES: tuple[str, ...] = ("numalab.atomics",)
 
 
 def register(bench: Benchmark) -> Benchmark:

@@ -1,4 +1,5 @@
-"""``numalab collect [-o PATH] [--name NAME]``: snapshot this machine."""
+"""``numalab collect [-o PATH] [--name NAME] [--bench [--quick]]``: snapshot this machine
+(and optionally measure its cache-line latencies)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,39 @@ def add_parser(sub) -> None:
                         "(default: data/collected/ in the checkout)")
     p.add_argument("--name", help="the archive's top folder (default: from PATH, else "
                                   "ARCH-NCPUcpu-NNODESn-DATE; never the host name)")
+    p.add_argument("--bench", action="store_true",
+                   help="also run the atomics microbenchmark (core-to-core round trips, "
+                        "contended increments; see 'numalab.atomics') and store its result "
+                        "as NAME/numalab/bench.json; takes a few seconds per CPU pair")
+    p.add_argument("--quick", action="store_true",
+                   help="with --bench: fewer iterations (noisier, much faster)")
     # Tests collect from a fake tree; not for users.
     p.add_argument("--root", default="/", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
+def _bench_files(quick: bool) -> dict[str, bytes]:
+    """Run the atomics benchmark; its JSON for ``collect(extra_files=...)``.
+    Raises BenchUnavailable (a NumalabError: one line, exit 2) where it
+    cannot run."""
+    import json
+
+    from ..atomics import run_atomics
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 16 == 0:
+            print(f"numalab collect: bench: {done}/{total} CPU pairs", file=sys.stderr)
+
+    result = run_atomics(quick=quick, progress=progress)
+    print(f"numalab collect: bench: done in {result['seconds']} s", file=sys.stderr)
+    return {"bench.json": (json.dumps(result, indent=1) + "\n").encode()}
+
+
 def run(args) -> int:
+    # benchmark first: a failure then leaves no half-made archive behind
+    extra = _bench_files(args.quick) if args.bench else None
     path = collect(root=args.root, output=args.output, name=args.name,
-                   progress=lambda msg: print(f"numalab collect: {msg}", file=sys.stderr))
+                   progress=lambda msg: print(f"numalab collect: {msg}", file=sys.stderr),
+                   extra_files=extra)
     print(path)
     return 0

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..topology.model import Topology
 
-__all__ = ["Latencies", "relation", "transfer_ns", "simulate", "sweep_flows"]
+__all__ = ["Latencies", "relation", "transfer_ns", "simulate", "percpu_expected", "sweep_flows"]
 
 
 @dataclass(frozen=True)
@@ -117,9 +117,19 @@ def transfer_ns(topo: Topology, prev: int, cpu: int, lat: Latencies) -> float:
     return {"smt": lat.smt_ns, "cluster": lat.cluster_ns, "node": lat.node_ns}[rel]
 
 
+def _per_cpu(value, k: int, name: str) -> list:
+    """A scalar broadcast to ``k`` CPUs, or a per-CPU sequence checked for length."""
+    if value is None or isinstance(value, (int, float)):
+        return [value] * k
+    vals = list(value)
+    if len(vals) != k:
+        raise ValueError(f"{name}: {len(vals)} values for {k} CPUs")
+    return vals
+
+
 def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
-             work_ns: float = 300.0, ops_per_item: int = 2,
-             rate_per_cpu: float | None = None, duration_ns: float = 2e6,
+             work_ns: float | list[float] = 300.0, ops_per_item: float | list[float] = 2,
+             rate_per_cpu: float | list[float] | None = None, duration_ns: float = 2e6,
              lat: Latencies | None = None, seed: int = 0) -> dict:
     """Simulate ``len(cpus)`` CPUs taking references on one object.
 
@@ -127,9 +137,21 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     ``mode`` "shared" (refcount_t) or "percpu" (percpu_ref in percpu mode),
     per-item work and reference operations, optional offered load per CPU
     (items/s), simulated time, latencies, seed.
+
+    ``work_ns``, ``ops_per_item`` and ``rate_per_cpu`` are either one value
+    for every CPU or one value per CPU (so CPUs with different jobs -- a
+    sender that takes references, a completion CPU that drops them -- share
+    one line). A fractional ``ops_per_item`` x gives each item floor(x) or
+    floor(x) + 1 operations at random, x on average (for "one reference in
+    every few items").
+
     Output: dict with ``items_per_s``, ``ops_per_s``, ``busy`` (mean CPU busy
     share, 0..1), ``ref_share`` (share of CPU time in reference operations,
-    stalls included) and ``mean_op_ns``.
+    stalls included), ``mean_op_ns``, and per CPU (in the order of ``cpus``)
+    ``busy_per_cpu``, ``items_per_cpu`` (items/s), ``ref_share_per_cpu`` and
+    ``lag_ns_per_cpu`` (offered load only: how long the oldest waiting item
+    has been waiting at the end; it grows with ``duration_ns`` when the CPU
+    cannot keep up).
 
     >>> from numalab.topology.model import CPU, Topology, Node
     >>> t = Topology("t", cpus={i: CPU(i, node=0, thread_siblings=1 << i, cluster_cpus=1 << i)
@@ -145,70 +167,111 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     lat = lat or Latencies()
     rng = np.random.default_rng(seed)
     k = len(cpus)
+    work = [float(w) for w in _per_cpu(work_ns, k, "work_ns")]
+    opsf = [float(o) for o in _per_cpu(ops_per_item, k, "ops_per_item")]
+    rates = _per_cpu(rate_per_cpu, k, "rate_per_cpu")
+    if any(w < 0 for w in work) or any(o < 0 for o in opsf):
+        raise ValueError("work_ns and ops_per_item must be >= 0")
+    if any(r is not None and r <= 0 for r in rates):
+        raise ValueError("rate_per_cpu must be > 0 (or None for saturated)")
     busy = [0.0] * k
     ref_time = [0.0] * k
-    items = 0
+    done_items = [0] * k
     ops = 0
     op_time = 0.0
     line_free = 0.0
-    owner = cpus[0]
-    # events: (time, seq, cpu index, ops left for the current item)
+    owner = 0          # index into cpus of the line's last writer
+    # cost of an RMW by CPU j after CPU i wrote the line: computed once, the
+    # loop below runs it millions of times
+    cost_table = ([[transfer_ns(topo, a, b, lat) for b in cpus] for a in cpus]
+                  if mode == "shared" else [])
+    # events: (time the item's work ends, seq, cpu index, ops left for the item)
     events: list[tuple[float, int, int, int]] = []
     seq = 0
 
-    def next_start(i: int, now: float) -> float:
-        if rate_per_cpu is None:
-            return now
-        return max(now, arrivals[i])
+    def n_ops(i: int) -> int:
+        whole = int(opsf[i])
+        frac = opsf[i] - whole
+        return whole + (1 if frac > 0 and rng.random() < frac else 0)
 
-    arrivals = [0.0] * k
-    if rate_per_cpu is not None:
-        for i in range(k):
-            arrivals[i] = rng.exponential(1e9 / rate_per_cpu)
-    for i in range(k):
-        start = next_start(i, rng.uniform(0, work_ns))
-        heapq.heappush(events, (start + work_ns, seq, i, ops_per_item))
-        busy[i] += work_ns
+    arrivals = [rng.exponential(1e9 / r) if r is not None else 0.0 for r in rates]
+
+    def start_item(i: int, now: float) -> None:
+        nonlocal seq
+        start = now if rates[i] is None else max(now, arrivals[i])
+        # only the part of the work inside the simulated window counts as busy
+        busy[i] += max(0.0, min(start + work[i], duration_ns) - min(start, duration_ns))
+        heapq.heappush(events, (start + work[i], seq, i, n_ops(i)))
         seq += 1
+
+    for i in range(k):
+        start_item(i, rng.uniform(0, work[i]) if rates[i] is None else 0.0)
     while events:
         t, _, i, left = heapq.heappop(events)
         if t > duration_ns:
             continue
-        cpu = cpus[i]
+        if left == 0:
+            done_items[i] += 1
+            if rates[i] is not None:
+                arrivals[i] += rng.exponential(1e9 / rates[i])
+            start_item(i, t)
+            continue
         if mode == "shared":
             start = max(t, line_free)
-            cost = transfer_ns(topo, owner, cpu, lat)
-            done = start + cost
+            done = start + cost_table[owner][i]
             line_free = done
-            owner = cpu
+            owner = i
         else:
-            cost = lat.op_local_ns
-            done = t + cost
-        stall = done - t
+            done = t + lat.op_local_ns
+        stall = min(done, duration_ns) - t
         busy[i] += stall
         ref_time[i] += stall
         ops += 1
-        op_time += stall
-        if left > 1:
-            heapq.heappush(events, (done, seq, i, left - 1))
-        else:
-            items += 1
-            if rate_per_cpu is not None:
-                arrivals[i] += rng.exponential(1e9 / rate_per_cpu)
-            start = next_start(i, done)
-            heapq.heappush(events, (start + work_ns, seq, i, ops_per_item))
-            busy[i] += work_ns
+        op_time += done - t
+        heapq.heappush(events, (done, seq, i, left - 1))
         seq += 1
     secs = duration_ns / 1e9
+    busy_per_cpu = [min(1.0, b / duration_ns) for b in busy]
+    # how far each CPU's queue lags behind its arrivals at the end: a few
+    # items' time when it keeps up, growing with the duration when it cannot
+    lag = [max(0.0, duration_ns - arrivals[i]) if rates[i] is not None else 0.0
+           for i in range(k)]
     return {
         "mode": mode,
         "cpus": len(cpus),
-        "items_per_s": items / secs,
+        "items_per_s": sum(done_items) / secs,
         "ops_per_s": ops / secs,
-        "busy": float(min(1.0, np.mean(busy) / duration_ns)),
+        "busy": float(np.mean(busy_per_cpu)),
         "ref_share": float(np.mean(ref_time) / duration_ns),
         "mean_op_ns": op_time / ops if ops else 0.0,
+        "busy_per_cpu": busy_per_cpu,
+        "items_per_cpu": [d / secs for d in done_items],
+        "ref_share_per_cpu": [r / duration_ns for r in ref_time],
+        "lag_ns_per_cpu": lag,
     }
+
+
+def percpu_expected(work_ns: float, ops_per_item: float, rate: float | None,
+                    lat: Latencies | None = None) -> dict:
+    """What :func:`simulate` converges to in ``"percpu"`` mode, without simulating.
+
+    In percpu mode no CPU waits for another, so each CPU is a separate
+    machine: an item costs ``work_ns + ops_per_item * op_local_ns``.
+    Saturated (``rate=None``): items/s per CPU = 1e9 / cost, busy = 1.
+    Offered load: items/s = rate (while below capacity), busy = rate * cost.
+    Used for sweeps with many CPUs, where simulating every item is slow.
+
+    >>> r = percpu_expected(48.0, 1, 1e7, Latencies(op_local_ns=2.0))
+    >>> round(r["busy"], 3), r["items_per_s"]
+    (0.5, 10000000.0)
+    """
+    lat = lat or Latencies()
+    cost = work_ns + ops_per_item * lat.op_local_ns
+    cap = 1e9 / cost if cost > 0 else float("inf")
+    if rate is None or rate >= cap:
+        return {"items_per_s": cap, "busy": 1.0, "ref_share": ops_per_item * lat.op_local_ns / cost}
+    return {"items_per_s": float(rate), "busy": rate * cost / 1e9,
+            "ref_share": rate * ops_per_item * lat.op_local_ns / 1e9}
 
 
 def sweep_flows(topo: Topology, placements: dict[str, list[int]], flows: list[int], *,
@@ -231,5 +294,6 @@ def sweep_flows(topo: Topology, placements: dict[str, list[int]], flows: list[in
             for mode in ("shared", "percpu"):
                 r = simulate(topo, order[:n], mode, work_ns=work_ns, ops_per_item=ops_per_item,
                              duration_ns=duration_ns, lat=lat, seed=seed)
-                rows.append({"placement": name, "flows": n, **r})
+                rows.append({"placement": name, "flows": n,
+                             **{k: v for k, v in r.items() if not k.endswith("_per_cpu")}})
     return pd.DataFrame(rows)

@@ -1,0 +1,709 @@
+"""The devmem TCP hot path of the percpu_ref patch, as a contention model.
+
+The patch "[PATCH net-next] net: devmem: convert binding refcount to
+percpu_ref" (Bobby Eshleman) replaces the ``refcount_t`` of a
+``struct net_devmem_dmabuf_binding`` by a ``struct percpu_ref``. Its cover
+letter reports a kperf run -- 4 flows, 4 MB messages, 60 s, 5 runs --
+before and after, and the per-CPU ``idle`` of the workers. This module
+turns that workload into inputs of :func:`numalab.models.refcount.simulate`
+and fits the model's few free numbers to the published figures.
+
+The workload, and every assumption (each is a parameter you can change):
+
+* **fragments**: devmem TX hands the NIC ``net_iov`` chunks of the dma-buf,
+  one ``PAGE_SIZE`` page each (``net_devmem_get_niov_at()`` never crosses a
+  page), so a message of ``m`` bytes is ``ceil(m / 4096)`` skb fragments.
+  A 4 MB message is 1024 fragments.
+* **who takes a reference**: the application CPU in ``sendmsg()`` takes one
+  binding reference per fragment it attaches (``get_netmem()`` ->
+  ``net_devmem_get_net_iov()`` -> ``net_devmem_dmabuf_binding_get()``):
+  ``gets_per_frag = 1``.
+* **who drops it**: the skb's data is freed after the NIC's TX completion and
+  the peer's ACK, both handled in softirq on the flow's *net CPU*, which
+  calls ``net_devmem_put_net_iov()`` once per fragment: ``puts_per_frag = 1``.
+  (Some ACKs are processed by the application CPU from the socket backlog
+  instead; ``app_put_share`` moves that share of the puts there. Default 0.)
+* **one binding** shared by the 4 flows (one dma-buf bound to the NIC):
+  all 8 CPUs write the same cache line with ``refcount_t``.
+* **placement**, from the per-CPU lines of the seed's kperf output on the
+  client: flow ``i`` runs on app CPU ``60 + i`` with net CPU ``56 + i``;
+  the receiving workers are app CPUs 4-7 with net CPUs 0-3. We do not know
+  the machine; we assume these eight consecutive CPUs share one last-level
+  cache (an 8-core CCX or a mesh slice), so every transfer between them
+  costs the same ``transfer_ns`` -- the one latency the fit determines.
+* **receive side**: the receiving app CPUs touch their own binding's count
+  ``rx_refs_per_frag`` times per fragment on average (fitted; the RX path
+  mostly counts on the ``net_iov``'s own ``pp_ref_count``, so a small value
+  is expected).
+* **link**: the "after" throughput, 48.67 +/- 0.01 GB/s, has the spread of a
+  link limit, not of a CPU limit; we take it as the NIC's ceiling.
+* **matched runs**: the idle figures come from runs matched at ~48 GB/s; we
+  offer each flow the rate its kperf line printed (Gbps / 8 / fragment size).
+
+Free parameters, fitted by :func:`calibrate` (``scipy.optimize.brentq`` on
+the simulated mean busy share, seeded, so the same inputs give the same
+numbers):
+
+1. ``app_work_ns`` -- app CPU time per fragment besides the reference
+   (from the TX idle *after*, where the reference is a local add);
+2. ``net_work_ns`` -- net CPU time per fragment (net CPU idle *after*);
+3. ``rx_work_ns`` -- receiving app CPU time per fragment (RX idle *after*);
+4. ``transfer_ns`` -- one cache-line transfer between two CPUs of the TX
+   group (TX idle *before*, where every get/put is an atomic on one line);
+5. ``rx_refs_per_frag`` (RX idle *before*).
+
+Not fitted, so a check of the model: the throughput ``refcount_t`` allows
+(the seed says 45.31 +/- 3.17 GB/s before) and the net CPUs' idle before.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from ..topology.model import Topology
+from .refcount import Latencies, percpu_expected, relation, simulate
+
+__all__ = ["PAGE_SIZE", "SEED_KPERF", "Scenario", "Calibration", "fragments", "parse_kperf",
+           "seed_summary", "seed_topology", "scaled_latencies", "placement", "PLACEMENTS",
+           "simulate_devmem", "ceiling", "calibrate", "reproduce", "sweep_flows",
+           "sweep_message_sizes", "machine_ceilings", "percpu_memory_bytes",
+           "calibration_table", "put_share_table"]
+
+PAGE_SIZE = 4096
+
+#: The per-CPU figures of the seed's kperf output (client side), matched runs
+#: at ~48 GB/s. Keys: (phase, side); values: per worker (flow order) the
+#: throughput in Gbit/s, app CPU, app idle %, net CPU, net idle %.
+#: Transcribed from the patch's cover letter; tests re-read the seed file
+#: (when present) and check these numbers against it.
+SEED_KPERF = {
+    ("before", "tx"): {"gbps": [98.100, 102.798, 101.534, 82.794],
+                       "app_cpu": [60, 61, 62, 63], "app_idle": [36.24, 31.94, 29.79, 39.80],
+                       "net_cpu": [56, 57, 58, 59], "net_idle": [17.06, 75.68, 76.87, 74.97]},
+    ("before", "rx"): {"gbps": [98.092, 102.785, 101.523, 82.783],
+                       "app_cpu": [6, 5, 7, 4], "app_idle": [1.13, 2.54, 2.52, 15.33],
+                       "net_cpu": [2, 1, 3, 0], "net_idle": [24.51, 25.18, 26.34, 0.00]},
+    ("after", "tx"): {"gbps": [99.257, 101.013, 88.179, 101.002],
+                      "app_cpu": [60, 61, 62, 63], "app_idle": [87.21, 86.36, 88.31, 86.64],
+                      "net_cpu": [56, 57, 58, 59], "net_idle": [6.22, 69.53, 70.04, 71.18]},
+    ("after", "rx"): {"gbps": [99.250, 101.006, 88.171, 100.996],
+                      "app_cpu": [6, 7, 4, 5], "app_idle": [10.04, 7.79, 13.24, 7.86],
+                      "net_cpu": [2, 3, 0, 1], "net_idle": [28.02, 27.63, 0.00, 27.60]},
+}
+#: Published throughput (GB/s, mean +/- spread over 5 runs).
+SEED_THROUGHPUT = {"before": (45.31, 3.17), "after": (48.67, 0.01)}
+
+_KPERF_CPU = re.compile(r"(net|app) CPU\s*(\d+):.*?idle:\s*([\d.]+)%")
+_KPERF_RATE = re.compile(r"\b(Tx|Rx)\s*([\d.]+) Gbps")
+
+
+def parse_kperf(text: str) -> dict:
+    """Read kperf's summary lines into ``{(phase, side): {...}}`` like
+    :data:`SEED_KPERF` (phases "before"/"after" from "kperf before:" /
+    "kperf after:" headings; sides from "== Source" (tx) / "== Target" (rx)).
+
+    Only the first occurrence of each heading is read (a review reply that
+    quotes the message repeats it).
+
+    >>> t = "kperf before:\\nclient: == Source\\nclient:   Tx 98.100 Gbps (1 bytes in 2 usec)\\n" \\
+    ...     "client:   net CPU 56: usr: 0.01% sys: 0.12% idle:17.06% iow: 0.00%\\n"
+    >>> parse_kperf(t)[("before", "tx")]["net_idle"]
+    [17.06]
+    """
+    out: dict = {}
+    phase = side = None
+    for line in text.splitlines():
+        if line.startswith(">"):
+            continue
+        low = line.strip().lower()
+        if low in ("kperf before:", "kperf after:"):
+            phase = low.split()[1].rstrip(":")
+            side = None
+            if any(k[0] == phase for k in out):
+                phase = None          # a repeat: ignore
+            continue
+        if phase is None:
+            continue
+        if "== source" in low:
+            side = "tx"
+        elif "== target" in low:
+            side = "rx"
+        if side is None:
+            continue
+        d = out.setdefault((phase, side), {"gbps": [], "app_cpu": [], "app_idle": [],
+                                           "net_cpu": [], "net_idle": []})
+        m = _KPERF_RATE.search(line)
+        if m:
+            d["gbps"].append(float(m.group(2)))
+        m = _KPERF_CPU.search(line)
+        if m:
+            d[f"{m.group(1)}_cpu"].append(int(m.group(2)))
+            d[f"{m.group(1)}_idle"].append(float(m.group(3)))
+    return out
+
+
+def seed_summary(kperf: dict | None = None) -> dict:
+    """Means over the 4 workers: ``{(phase, side): {"gbytes_per_s", "app_idle",
+    "net_idle"}}`` (total GB/s; idle in %).
+
+    >>> round(seed_summary()[("before", "tx")]["app_idle"], 2)
+    34.44
+    """
+    kperf = kperf or SEED_KPERF
+    return {k: {"gbytes_per_s": sum(v["gbps"]) / 8,
+                "app_idle": float(np.mean(v["app_idle"])),
+                "net_idle": float(np.mean(v["net_idle"]))} for k, v in kperf.items()}
+
+
+def fragments(message_bytes: int, frag_bytes: int = PAGE_SIZE) -> tuple[int, float]:
+    """Fragments per message and bytes per fragment.
+
+    >>> fragments(4 << 20)
+    (1024, 4096.0)
+    >>> fragments(1000)
+    (1, 1000.0)
+    """
+    if message_bytes <= 0 or frag_bytes <= 0:
+        raise ValueError("message and fragment sizes must be positive")
+    n = math.ceil(message_bytes / frag_bytes)
+    return n, message_bytes / n
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The workload's shape (see the module docstring for each choice).
+
+    ``msg_overhead_ns``: app CPU time per ``sendmsg()`` call not tied to a
+    fragment (system call, socket lock, TCP bookkeeping). An assumption
+    (1 us), only used to move the per-fragment work when the message size
+    changes; the fit absorbs it for 4 MB messages.
+    """
+
+    flows: int = 4
+    message_bytes: int = 4 << 20
+    frag_bytes: int = PAGE_SIZE
+    gets_per_frag: float = 1.0
+    puts_per_frag: float = 1.0
+    app_put_share: float = 0.0
+    msg_overhead_ns: float = 1000.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fitted numbers (ns per fragment, ns per transfer, refs per fragment)."""
+
+    app_work_ns: float
+    net_work_ns: float
+    rx_work_ns: float
+    transfer_ns: float
+    rx_refs_per_frag: float
+    op_local_ns: float = 2.0
+
+    def latencies(self, base: Latencies | None = None) -> Latencies:
+        """The default latency classes scaled so that ``cluster_ns`` (one
+        transfer inside an LLC) is the fitted ``transfer_ns``."""
+        return scaled_latencies(self.transfer_ns, base, op_local_ns=self.op_local_ns)
+
+
+def scaled_latencies(cluster_ns: float, base: Latencies | None = None,
+                     op_local_ns: float | None = None) -> Latencies:
+    """``base`` (default :class:`Latencies`) with every transfer class scaled
+    by ``cluster_ns / base.cluster_ns``: keeps the SMT / LLC / node / remote
+    ratios, moves their level.
+
+    >>> scaled_latencies(90.0).node_ns
+    180.0
+    """
+    base = base or Latencies()
+    f = cluster_ns / base.cluster_ns
+    return Latencies(op_local_ns=base.op_local_ns if op_local_ns is None else op_local_ns,
+                     smt_ns=base.smt_ns * f, cluster_ns=cluster_ns,
+                     node_ns=base.node_ns * f, remote_ns=base.remote_ns * f)
+
+
+def seed_topology() -> Topology:
+    """A stand-in for the seed's client: 2 packages x 8 LLCs x 8 cores, no
+    SMT, 128 CPUs, so CPUs 56-63 (the TX workers) share one LLC and 0-7
+    (the RX workers) another. An assumption: the patch does not say."""
+    from ..topology import load
+
+    t = load("pack:2 numa:1 l3:8 core:8 pu:1")
+    t.name = "seed client (assumed: 2 x 8 LLC x 8 cores)"
+    return t
+
+
+# -- placements -----------------------------------------------------------------
+
+PLACEMENTS = ("same core", "same LLC", "same node", "spread", "cross-node")
+
+
+def _groups(topo: Topology, key: str) -> list[list[int]]:
+    masks = {}
+    for c in sorted(topo.cpus):
+        cpu = topo.cpus[c]
+        m = {"llc": cpu.llc_cpus or cpu.package_cpus or (1 << c),
+             "core": cpu.thread_siblings or (1 << c)}[key]
+        masks.setdefault(m, []).append(c)
+    return sorted(masks.values())
+
+
+def placement(topo: Topology, flows: int, kind: str, node: int | None = None
+              ) -> tuple[list[int], list[int]] | None:
+    """App and net CPUs for ``flows`` flows, or None when the machine has too few.
+
+    kinds: "same core" (a flow's app and net CPU are SMT siblings, flows fill
+    cores of one node), "same LLC" (flows fill one LLC, then the next, as the
+    seed's 56-63), "same node" (flows round-robin over the node's LLCs),
+    "spread" (flows round-robin over nodes, app and net CPU on the same
+    node), "cross-node" (app CPUs on ``node``, net CPUs -- where the NIC
+    interrupts land -- on the farthest node).
+
+    >>> from numalab.topology import load
+    >>> app, net = placement(load("pack:2 numa:1 l3:2 core:4 pu:1"), 2, "same LLC")
+    >>> app, net
+    ([0, 2], [1, 3])
+    """
+    node = topo.node_ids[0] if node is None else node
+    nodes = topo.node_ids
+    on = lambda n: [c for c in sorted(topo.cpus) if topo.cpus[c].node == n]  # noqa: E731
+    if kind == "same core":
+        cores = [g for g in _groups(topo, "core") if g[0] in on(node) and len(g) >= 2]
+        if len(cores) < flows:
+            return None
+        return [g[0] for g in cores[:flows]], [g[1] for g in cores[:flows]]
+    if kind in ("same LLC", "same node"):
+        # inside an LLC, first one thread of every core, then the SMT
+        # siblings: consecutive CPUs of this order are on different cores
+        llcs = [sorted((c for c in g if topo.cpus[c].node == node), key=lambda c: (
+            _thread_index(topo, c), c)) for g in _groups(topo, "llc")]
+        llcs = [g for g in llcs if g]
+        if kind == "same LLC":
+            order = [c for g in llcs for c in g]
+        else:
+            order = [c for col in _roundrobin(llcs) for c in col]
+        if len(order) < 2 * flows:
+            return None
+        if kind == "same LLC":
+            return order[0:2 * flows:2], order[1:2 * flows:2]
+        # pair CPUs of the same LLC: walk LLCs round-robin, two CPUs at a time
+        pairs = [p for p in _roundrobin([list(zip(g[0::2], g[1::2])) for g in llcs])]
+        pairs = [p for col in pairs for p in col]
+        if len(pairs) < flows:
+            return None
+        return [p[0] for p in pairs[:flows]], [p[1] for p in pairs[:flows]]
+    if kind == "spread":
+        # one thread per core first, so a flow's two CPUs are on different cores
+        per = [sorted(on(n), key=lambda c: (_thread_index(topo, c), c)) for n in nodes]
+        per = [list(zip(g[0::2], g[1::2])) for g in per if g]
+        pairs = [p for col in _roundrobin(per) for p in col]
+        if len(pairs) < flows:
+            return None
+        return [p[0] for p in pairs[:flows]], [p[1] for p in pairs[:flows]]
+    if kind == "cross-node":
+        if len(nodes) < 2:
+            return None
+        far = max((n for n in nodes if n != node and on(n)),
+                  key=lambda n: (topo.distance(node, n), -n), default=None)
+        if far is None or len(on(node)) < flows or len(on(far)) < flows:
+            return None
+        return on(node)[:flows], on(far)[:flows]
+    raise ValueError(f"placement kind must be one of {PLACEMENTS}, not {kind!r}")
+
+
+def _thread_index(topo: Topology, cpu: int) -> int:
+    """Position of ``cpu`` among its SMT siblings (0 for the first thread)."""
+    sib = topo.cpus[cpu].thread_siblings or (1 << cpu)
+    return bin(sib & ((1 << cpu) - 1)).count("1")
+
+
+def _roundrobin(lists: list[list]) -> list[list]:
+    """Columns of ``lists``: [[l0[0], l1[0], ...], [l0[1], l1[1], ...], ...]."""
+    width = max((len(x) for x in lists), default=0)
+    return [[x[i] for x in lists if i < len(x)] for i in range(width)]
+
+
+# -- the scenario on the model ----------------------------------------------------
+
+def _app_work(cal: Calibration, sc: Scenario) -> float:
+    """App CPU work per fragment: the fitted 4 MB value, moved by the change in
+    the per-message overhead spread over the fragments."""
+    n_ref, _ = fragments(Scenario().message_bytes, sc.frag_bytes)
+    n, _ = fragments(sc.message_bytes, sc.frag_bytes)
+    return cal.app_work_ns - sc.msg_overhead_ns / n_ref + sc.msg_overhead_ns / n
+
+
+def simulate_devmem(topo: Topology, app: list[int], net: list[int], mode: str,
+                    cal: Calibration, sc: Scenario = Scenario(), *,
+                    gbytes_per_s: float | list[float] | None = None,
+                    lat: Latencies | None = None, duration_ns: float = 5e5,
+                    seed: int = 0) -> dict:
+    """One run of the TX side: flow ``i`` sends from ``app[i]``, completes on ``net[i]``.
+
+    ``gbytes_per_s``: offered load, total (split evenly) or one value per
+    flow; None = as fast as the CPUs and the line allow. Output: the
+    simulation's dict plus ``app_busy`` and ``net_busy`` (means, 0..1),
+    ``gbytes_per_s`` (delivered, counted on the app side) and
+    ``frags_per_s``.
+
+    Mode "percpu" is computed with :func:`percpu_expected` (no CPU waits for
+    another, so there is nothing to simulate); "shared" is simulated.
+    """
+    if len(app) != len(net) or not app:
+        raise ValueError("one app CPU and one net CPU per flow")
+    lat = lat or cal.latencies()
+    _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)
+    k = len(app)
+    if gbytes_per_s is None:
+        rates = None
+    elif isinstance(gbytes_per_s, (int, float)):
+        rates = [gbytes_per_s * 1e9 / k / frag_b] * k
+    else:
+        if len(gbytes_per_s) != k:
+            raise ValueError("one offered rate per flow")
+        rates = [g * 1e9 / frag_b for g in gbytes_per_s]
+    w_app = _app_work(cal, sc)
+    app_ops = sc.gets_per_frag + sc.app_put_share * sc.puts_per_frag
+    net_ops = (1 - sc.app_put_share) * sc.puts_per_frag
+    if mode == "percpu":
+        per_app = [percpu_expected(w_app, app_ops, r, lat) for r in (rates or [None] * k)]
+        # the net CPU completes what the app CPU sent
+        per_net = [percpu_expected(cal.net_work_ns, net_ops, a["items_per_s"], lat)
+                   for a in per_app]
+        net_cap = [percpu_expected(cal.net_work_ns, net_ops, None, lat)["items_per_s"]
+                   for _ in range(k)]
+        frags = [min(a["items_per_s"], c) for a, c in zip(per_app, net_cap)]
+        app_busy = [min(1.0, a["busy"] * f / a["items_per_s"]) for a, f in zip(per_app, frags)]
+        net_busy = [min(1.0, n["busy"]) for n in per_net]
+        return {"mode": mode, "app_busy": float(np.mean(app_busy)),
+                "net_busy": float(np.mean(net_busy)), "app_busy_per_cpu": app_busy,
+                "net_busy_per_cpu": net_busy, "frags_per_s": sum(frags),
+                "gbytes_per_s": sum(frags) * frag_b / 1e9, "mean_op_ns": lat.op_local_ns}
+    r = simulate(topo, list(app) + list(net), "shared",
+                 work_ns=[w_app] * k + [cal.net_work_ns] * k,
+                 ops_per_item=[app_ops] * k + [net_ops] * k,
+                 rate_per_cpu=None if rates is None else rates + rates,
+                 duration_ns=duration_ns, lat=lat, seed=seed)
+    frags = sum(r["items_per_cpu"][:k])
+    return {**r, "app_busy": float(np.mean(r["busy_per_cpu"][:k])),
+            "net_busy": float(np.mean(r["busy_per_cpu"][k:])),
+            "app_busy_per_cpu": r["busy_per_cpu"][:k], "net_busy_per_cpu": r["busy_per_cpu"][k:],
+            "frags_per_s": frags, "gbytes_per_s": frags * frag_b / 1e9}
+
+
+def ceiling(topo: Topology, app: list[int], net: list[int], mode: str, cal: Calibration,
+            sc: Scenario = Scenario(), *, lat: Latencies | None = None,
+            duration_ns: float = 3e5, steps: int = 8, seed: int = 0) -> float:
+    """The highest total load (GB/s) the CPUs and the counter sustain.
+
+    "Sustain" = no CPU's queue falls behind its arrivals by more than 5 % of
+    the simulated time (``lag_ns_per_cpu``) and no CPU is busy 98 % of the
+    time or more.
+    Found by bisection on a log scale over ``steps`` simulations (about
+    +/- 3 % with 8). For "percpu" the answer is analytic. No NIC limit here:
+    take the minimum with the link rate yourself.
+    """
+    lat = lat or cal.latencies()
+    if mode == "percpu":
+        return simulate_devmem(topo, app, net, "percpu", cal, sc, lat=lat)["gbytes_per_s"]
+    _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)
+
+    def ok(g: float) -> bool:
+        r = simulate_devmem(topo, app, net, "shared", cal, sc, gbytes_per_s=g, lat=lat,
+                            duration_ns=duration_ns, seed=seed)
+        busiest = max(r["app_busy_per_cpu"] + r["net_busy_per_cpu"])
+        return max(r["lag_ns_per_cpu"]) < 0.05 * duration_ns and busiest < 0.98
+
+    # bracket: never above the percpu ceiling (no waiting at all)
+    hi = ceiling(topo, app, net, "percpu", cal, sc, lat=lat)
+    if ok(hi):
+        return hi
+    lo = hi / 64
+    while not ok(lo):
+        if lo < hi / 64 ** 3:      # hopeless: a CPU cannot keep up at any load
+            return 0.0
+        lo, hi = lo / 64, lo
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+# -- calibration ------------------------------------------------------------------
+
+def _rx_busy(topo: Topology, cpus: list[int], mode: str, rx_work_ns: float, refs: float,
+             rates: list[float], lat: Latencies, duration_ns: float, seed: int) -> float:
+    if mode == "percpu":
+        return float(np.mean([percpu_expected(rx_work_ns, refs, r, lat)["busy"] for r in rates]))
+    r = simulate(topo, cpus, "shared", work_ns=rx_work_ns, ops_per_item=refs,
+                 rate_per_cpu=rates, duration_ns=duration_ns, lat=lat, seed=seed)
+    return r["busy"]
+
+
+def calibrate(kperf: dict | None = None, sc: Scenario = Scenario(), *,
+              topo: Topology | None = None, base: Latencies | None = None,
+              op_local_ns: float = 2.0, duration_ns: float = 5e5, seed: int = 0) -> Calibration:
+    """Fit the five free numbers to the seed's idle figures (see the module
+    docstring for which figure fixes which number).
+
+    The three work terms are solved exactly (busy = rate x cost in percpu
+    mode); the transfer time and the RX reference count by
+    ``scipy.optimize.brentq`` on the seeded simulation.
+    """
+    from scipy.optimize import brentq
+
+    kperf = kperf or SEED_KPERF
+    topo = topo or seed_topology()
+    _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)
+    tx_b, tx_a = kperf[("before", "tx")], kperf[("after", "tx")]
+    rx_b, rx_a = kperf[("before", "rx")], kperf[("after", "rx")]
+    rate = lambda d: [g * 1e9 / 8 / frag_b for g in d["gbps"]]  # noqa: E731
+    busy = lambda idle: 1 - float(np.mean(idle)) / 100          # noqa: E731
+    app_ops = sc.gets_per_frag + sc.app_put_share * sc.puts_per_frag
+    net_ops = (1 - sc.app_put_share) * sc.puts_per_frag
+    # percpu ("after"): busy = mean rate x (work + ops x local)
+    r_after = float(np.mean(rate(tx_a)))
+    app_w = busy(tx_a["app_idle"]) / r_after * 1e9 - app_ops * op_local_ns
+    net_w = busy(tx_a["net_idle"]) / r_after * 1e9 - net_ops * op_local_ns
+    r_rx_after = float(np.mean(rate(rx_a)))
+    rx_w_total = busy(rx_a["app_idle"]) / r_rx_after * 1e9   # work + refs x local
+
+    def tx_gap(L: float) -> float:
+        cal = Calibration(app_w, net_w, 0.0, L, 0.0, op_local_ns)
+        lat = scaled_latencies(L, base, op_local_ns)
+        r = simulate_devmem(topo, tx_b["app_cpu"], tx_b["net_cpu"], "shared", cal, sc,
+                            gbytes_per_s=[g / 8 for g in tx_b["gbps"]], lat=lat,
+                            duration_ns=duration_ns, seed=seed)
+        return r["app_busy"] - busy(tx_b["app_idle"])
+
+    L = brentq(tx_gap, op_local_ns + 0.5, 400.0, xtol=0.05)
+    lat = scaled_latencies(L, base, op_local_ns)
+    rx_cpus = rx_b["app_cpu"]
+
+    def rx_gap(refs: float) -> float:
+        w = rx_w_total - refs * op_local_ns
+        return _rx_busy(topo, rx_cpus, "shared", w, refs, rate(rx_b), lat, duration_ns,
+                        seed) - busy(rx_b["app_idle"])
+
+    # at 0 refs the model cannot miss its target from above; clamp to [0, 4]
+    if rx_gap(0.0) >= 0:
+        refs = 0.0
+    elif rx_gap(4.0) <= 0:
+        refs = 4.0
+    else:
+        refs = brentq(rx_gap, 0.0, 4.0, xtol=1e-3)
+    return Calibration(app_w, net_w, rx_w_total - refs * op_local_ns, L, refs, op_local_ns)
+
+
+def reproduce(cal: Calibration, kperf: dict | None = None, sc: Scenario = Scenario(), *,
+              topo: Topology | None = None, duration_ns: float = 5e5, seed: int = 0,
+              link_gbytes_per_s: float = SEED_THROUGHPUT["after"][0]):
+    """The seed's figures next to the calibrated model's, as a tidy DataFrame:
+    quantity, phase, seed, model, role ("fitted" or "predicted")."""
+    import pandas as pd
+
+    kperf = kperf or SEED_KPERF
+    topo = topo or seed_topology()
+    lat = cal.latencies()
+    _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)
+    summ = seed_summary(kperf)
+    rows = []
+    for phase, mode in (("before", "shared"), ("after", "percpu")):
+        tx, rx = kperf[(phase, "tx")], kperf[(phase, "rx")]
+        r = simulate_devmem(topo, tx["app_cpu"], tx["net_cpu"], mode, cal, sc,
+                            gbytes_per_s=[g / 8 for g in tx["gbps"]], lat=lat,
+                            duration_ns=duration_ns, seed=seed)
+        rx_busy = _rx_busy(topo, rx["app_cpu"], mode, cal.rx_work_ns, cal.rx_refs_per_frag,
+                           [g * 1e9 / 8 / frag_b for g in rx["gbps"]], lat, duration_ns, seed)
+        rows += [
+            {"quantity": "TX app CPU idle (%)", "phase": phase,
+             "seed": summ[(phase, "tx")]["app_idle"], "model": 100 * (1 - r["app_busy"]),
+             "role": "fitted"},
+            {"quantity": "TX net CPU idle (%)", "phase": phase,
+             "seed": summ[(phase, "tx")]["net_idle"], "model": 100 * (1 - r["net_busy"]),
+             "role": "fitted" if phase == "after" else "predicted"},
+            {"quantity": "RX app CPU idle (%)", "phase": phase,
+             "seed": summ[(phase, "rx")]["app_idle"], "model": 100 * (1 - rx_busy),
+             "role": "fitted"},
+        ]
+        tx0 = kperf[("before", "tx")]
+        cap = ceiling(topo, tx0["app_cpu"], tx0["net_cpu"], mode, cal, sc, lat=lat,
+                      duration_ns=duration_ns, seed=seed)
+        rows.append({"quantity": "throughput (GB/s)", "phase": phase,
+                     "seed": SEED_THROUGHPUT[phase][0], "model": min(cap, link_gbytes_per_s),
+                     "role": "predicted" if phase == "before" else "assumed (link)"})
+        rows.append({"quantity": "CPU/counter ceiling, no link limit (GB/s)", "phase": phase,
+                     "seed": float("nan"), "model": cap, "role": "predicted"})
+    df = pd.DataFrame(rows)
+    df["error"] = df["model"] - df["seed"]
+    return df
+
+
+# -- sweeps ------------------------------------------------------------------------
+
+def sweep_flows(topo: Topology, cal: Calibration, flows: list[int],
+                kinds: tuple[str, ...] = PLACEMENTS, sc: Scenario = Scenario(), *,
+                lat: Latencies | None = None, per_flow_gbytes: float = 12.0,
+                duration_ns: float = 2e5, steps: int = 6, seed: int = 0):
+    """For each placement and flow count: the ceiling of both counters (GB/s,
+    no link limit), reference operations per second at that ceiling, and the
+    app / net CPU busy share at an offered ``per_flow_gbytes`` per flow.
+    Placements the machine cannot hold are skipped. Tidy DataFrame."""
+    import pandas as pd
+
+    lat = lat or cal.latencies()
+    _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)
+    ops_per_frag = sc.gets_per_frag + sc.puts_per_frag
+    rows = []
+    for kind in kinds:
+        for n in flows:
+            pl = placement(topo, n, kind)
+            if pl is None:
+                continue
+            app, net = pl
+            for mode in ("shared", "percpu"):
+                cap = ceiling(topo, app, net, mode, cal, sc, lat=lat, duration_ns=duration_ns,
+                              steps=steps, seed=seed)
+                at = simulate_devmem(topo, app, net, mode, cal, sc,
+                                     gbytes_per_s=per_flow_gbytes * n, lat=lat,
+                                     duration_ns=duration_ns, seed=seed)
+                rows.append({
+                    "placement": kind, "flows": n,
+                    "counter": "refcount_t" if mode == "shared" else "percpu_ref",
+                    "ceiling_gbytes_per_s": cap,
+                    "ref_ops_per_s": cap * 1e9 / frag_b * ops_per_frag,
+                    "offered_gbytes_per_s": per_flow_gbytes * n,
+                    "delivered_gbytes_per_s": at["gbytes_per_s"],
+                    "app_busy": at["app_busy"], "net_busy": at["net_busy"],
+                    "mean_op_ns": at["mean_op_ns"],
+                })
+    return pd.DataFrame(rows)
+
+
+def sweep_message_sizes(topo: Topology, cal: Calibration, sizes: list[int],
+                        app: list[int], net: list[int], sc: Scenario = Scenario(), *,
+                        lat: Latencies | None = None, gbytes_per_s: float = 48.0,
+                        duration_ns: float = 2e5, steps: int = 6, seed: int = 0):
+    """Message size against both counters' ceiling and the app CPU busy share
+    at ``gbytes_per_s`` (total). Small messages mean small fragments: more
+    references per byte. Tidy DataFrame."""
+    import pandas as pd
+
+    lat = lat or cal.latencies()
+    rows = []
+    for size in sizes:
+        s = replace(sc, message_bytes=int(size))
+        n, frag_b = fragments(s.message_bytes, s.frag_bytes)
+        for mode in ("shared", "percpu"):
+            cap = ceiling(topo, app, net, mode, cal, s, lat=lat, duration_ns=duration_ns,
+                          steps=steps, seed=seed)
+            at = simulate_devmem(topo, app, net, mode, cal, s, gbytes_per_s=gbytes_per_s,
+                                 lat=lat, duration_ns=duration_ns, seed=seed)
+            rows.append({"message_bytes": int(size), "fragments": n, "frag_bytes": frag_b,
+                         "counter": "refcount_t" if mode == "shared" else "percpu_ref",
+                         "ceiling_gbytes_per_s": cap, "app_busy": at["app_busy"],
+                         "delivered_gbytes_per_s": at["gbytes_per_s"]})
+    return pd.DataFrame(rows)
+
+
+def machine_ceilings(machines: dict[str, Topology], cal: Calibration, flows: int = 4,
+                     kinds: tuple[str, ...] = ("same LLC", "cross-node"),
+                     sc: Scenario = Scenario(), *, duration_ns: float = 2e5, steps: int = 6,
+                     seed: int = 0):
+    """refcount_t's ceiling (GB/s) for ``flows`` flows on every machine, per
+    placement, with latencies from the machine's own benchmark when its dump
+    has one (``topo.meta["bench"]``), else the calibrated ones. Machines that
+    cannot hold a placement are left out. Identical cost structures are
+    simulated once."""
+    import pandas as pd
+
+    memo: dict = {}
+    rows = []
+    for name, topo in machines.items():
+        bench = topo.meta.get("bench") if isinstance(topo.meta, dict) else None
+        lat = (Latencies.from_round_trips(bench, topo, base=cal.latencies())
+               if bench else cal.latencies())
+        for kind in kinds:
+            pl = placement(topo, flows, kind)
+            if pl is None:
+                continue
+            app, net = pl
+            cpus = app + net
+            key = (kind, tuple(tuple(round(_cost(topo, a, b, lat), 3) for b in cpus)
+                               for a in cpus))
+            if key not in memo:
+                memo[key] = ceiling(topo, app, net, "shared", cal, sc, lat=lat,
+                                    duration_ns=duration_ns, steps=steps, seed=seed)
+            rel = relation(topo, app[0], net[0])
+            rows.append({"machine": name, "cpus": len(topo.cpus), "nodes": len(topo.nodes),
+                         "placement": kind, "app_net_relation": rel,
+                         "latencies": "measured" if bench else "calibrated",
+                         "refcount_ceiling_gbytes_per_s": memo[key]})
+    return pd.DataFrame(rows)
+
+
+def _cost(topo: Topology, a: int, b: int, lat: Latencies) -> float:
+    from .refcount import transfer_ns
+    return transfer_ns(topo, a, b, lat)
+
+
+def percpu_memory_bytes(possible_cpus: int, bindings: int = 1) -> dict:
+    """Extra memory of the conversion: one ``unsigned long`` per possible CPU
+    per binding (the per-CPU counter), plus the shared part of a
+    ``percpu_ref`` (current kernels keep the atomic count, release callback
+    and RCU head in a separately allocated ``struct percpu_ref_data``, about
+    56 bytes on 64-bit; older ones embed them in ``struct percpu_ref``).
+
+    >>> percpu_memory_bytes(256)["percpu_bytes"]
+    2048
+    """
+    return {"possible_cpus": possible_cpus, "bindings": bindings,
+            "percpu_bytes": 8 * possible_cpus * bindings,
+            "refcount_t_bytes": 4 * bindings}
+
+
+def calibration_table(cal: Calibration):
+    """The fitted numbers as a small DataFrame (name, value, unit, fixed by)."""
+    import pandas as pd
+
+    fixed = {"app_work_ns": ("ns per fragment", "TX app idle after"),
+             "net_work_ns": ("ns per fragment", "TX net idle after"),
+             "rx_work_ns": ("ns per fragment", "RX app idle after"),
+             "transfer_ns": ("ns per cache-line transfer", "TX app idle before"),
+             "rx_refs_per_frag": ("references per fragment", "RX app idle before"),
+             "op_local_ns": ("ns per local atomic", "assumed")}
+    return pd.DataFrame([{"parameter": k, "value": v, "unit": fixed[k][0],
+                          "fixed by": fixed[k][1]} for k, v in asdict(cal).items()])
+
+
+def put_share_table(shares: list[float], kperf: dict | None = None, *,
+                    duration_ns: float = 5e5, seed: int = 0):
+    """Where are the references dropped? For each share of the puts done on
+    the app CPU (ACKs processed from the socket backlog) instead of the net
+    CPU: refit the model, then report the fitted transfer time, the net
+    CPUs' idle before (not fitted) and refcount_t's ceiling (not fitted)
+    next to the seed's. DataFrame, one row per share."""
+    import pandas as pd
+
+    kperf = kperf or SEED_KPERF
+    topo = seed_topology()
+    tx = kperf[("before", "tx")]
+    summ = seed_summary(kperf)
+    rows = []
+    for share in shares:
+        sc = Scenario(app_put_share=float(share))
+        cal = calibrate(kperf, sc, topo=topo, duration_ns=duration_ns, seed=seed)
+        r = simulate_devmem(topo, tx["app_cpu"], tx["net_cpu"], "shared", cal, sc,
+                            gbytes_per_s=[g / 8 for g in tx["gbps"]],
+                            duration_ns=duration_ns, seed=seed)
+        cap = ceiling(topo, tx["app_cpu"], tx["net_cpu"], "shared", cal, sc,
+                      duration_ns=duration_ns, seed=seed)
+        rows.append({"app_put_share": float(share), "transfer_ns": cal.transfer_ns,
+                     "net_idle_before_model": 100 * (1 - r["net_busy"]),
+                     "net_idle_before_seed": summ[("before", "tx")]["net_idle"],
+                     "refcount_ceiling_gbytes_per_s": cap,
+                     "seed_before_gbytes_per_s": SEED_THROUGHPUT["before"][0]})
+    return pd.DataFrame(rows)
