@@ -23,7 +23,7 @@ import pytest
 
 from numalab.cpumask import cpus as bits
 from numalab.cpumask import format_cpulist, parse_cpulist, parse_hexmask
-from numalab.datasets import shared_topologies
+from numalab.datasets import load_options, shared_topologies
 from numalab.topology.safetar import read_archive
 from numalab.topology.sysfs import read_tar
 
@@ -207,7 +207,8 @@ def numalab_view(base: str) -> tuple[dict[str, int], dict[int, int]]:
     its ``cpus`` and nodes outside its ``mems``, and keeps a Core or Package
     only when an allowed PU (or, for a Package, an allowed node) remains.
     """
-    topo = read_tar(LINUX / f"{base}.tar.bz2")
+    path = LINUX / f"{base}.tar.bz2"
+    topo = read_tar(path, **load_options(str(path)))    # fakeheterocpunuma's leeway
     allowed, mems = topo.online, set(topo.nodes)
     restriction = cgroup_restriction(base)
     if restriction is not None:

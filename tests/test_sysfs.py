@@ -141,7 +141,8 @@ def test_bad_distance_row(tmp_path):
 
 def test_overlapping_node_masks_use_cpu_node_link(tmp_path):
     files = machine(nodes=((0, "0-3", 1), (1, "0-3", 1)))
-    files["sys/devices/system/cpu/cpu2/node1/.keep"] = ""   # a 'cpu2/node1' entry
+    for c, n in ((0, 0), (1, 0), (2, 1), (3, 0)):            # 'cpuN/nodeM' entries
+        files[f"sys/devices/system/cpu/cpu{c}/node{n}/.keep"] = ""
     topo = read_dir(dump(tmp_path, files))
     assert topo.nodes[0].cpus == 0b1011 and topo.nodes[1].cpus == 0b0100
     assert topo.cpus[2].node == 1

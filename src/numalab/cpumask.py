@@ -33,7 +33,14 @@ __all__ = [
     "weight",
     "first",
     "nth",
+    "MAX_CPUS",
 ]
+
+# The largest CPU id + 1 a parsed mask may hold. The kernel's parsers refuse
+# bits at or past nr_cpumask_bits (bitmap_parselist() returns -ERANGE,
+# bitmap_parse() -EOVERFLOW); numalab's limit is far above any NR_CPUS and
+# keeps a hostile "0-4294967295" from building a 512 MiB int.
+MAX_CPUS = 1 << 16
 
 
 class CpumaskSyntaxError(NumalabError, ValueError):
@@ -68,6 +75,9 @@ def parse_cpulist(text: str) -> int:
         end = int(m.group(2)) if m.group(2) is not None else start
         if end < start:
             raise CpumaskSyntaxError(f"bad cpulist range {part!r} in {text!r}: end before start")
+        if end >= MAX_CPUS:
+            raise CpumaskSyntaxError(f"cpulist region {part!r} names CPU {end}, beyond the "
+                                     f"{MAX_CPUS} CPUs numalab handles")
         if m.group(3) is not None:
             used, group = int(m.group(3)), int(m.group(4))
             if group == 0 or used > group:
@@ -123,12 +133,17 @@ def parse_hexmask(text: str) -> int:
     text = text.strip()
     if not text:
         raise CpumaskSyntaxError("empty hex mask")
-    mask = 0
+    digits = []
     for chunk in text.split(","):
         m = _HEXCHUNK.match(chunk.strip())
         if not m:
-            raise CpumaskSyntaxError(f"bad hex mask chunk {chunk!r} in {text!r}")
-        mask = (mask << 32) | int(m.group(1), 16)
+            raise CpumaskSyntaxError(f"bad hex mask chunk {chunk[:20]!r} in {text[:60]!r}")
+        digits.append(m.group(1).zfill(8))
+    # one int() over all chunks: shifting chunk by chunk is quadratic
+    mask = int("".join(digits), 16)
+    if mask.bit_length() > MAX_CPUS:
+        raise CpumaskSyntaxError(f"hex mask names CPU {mask.bit_length() - 1}, beyond the "
+                                 f"{MAX_CPUS} CPUs numalab handles")
     return mask
 
 

@@ -25,7 +25,7 @@ from .topology import is_synthetic, load
 from .topology.model import Topology
 
 __all__ = ["repo_root", "shared_topologies", "project_datasets", "shared_datasets",
-           "default_datasets", "load_datasets", "load_cached", "label"]
+           "default_datasets", "load_datasets", "load_cached", "load_options", "label"]
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -96,6 +96,28 @@ def label(dataset: str) -> str:
     return name
 
 
+def load_options(dataset: str) -> dict:
+    """Reader options for a dataset (``{}`` for all but the hwloc collection).
+
+    numalab refuses by default an asymmetric distance matrix and node
+    cpulists that overlap with no ``cpuN/nodeM`` link to settle them. The
+    hwloc collection holds one hand-made dump with both on purpose
+    (fakeheterocpunuma; hwloc itself reads it only with
+    HWLOC_DEBUG_ALLOW_OVERLAPPING_NODE_CPUSETS=1), so its datasets are read
+    with both allowed; the readers record a note when they use the leeway.
+    """
+    shared = shared_topologies()
+    if shared is None or is_synthetic(dataset) and not Path(dataset).exists():
+        return {}
+    try:
+        Path(dataset).resolve().relative_to(shared.resolve())
+    except ValueError:
+        return {}
+    if dataset.endswith(".xml"):
+        return {"allow_asymmetric": True}
+    return {"allow_asymmetric": True, "allow_overlapping_nodes": True}
+
+
 def _reader_digest() -> str:
     """Hash of the topology readers' source: a parsed dump cached by an older
     reader is never reused."""
@@ -107,7 +129,7 @@ def _reader_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def _cache_path(path: Path) -> Path | None:
+def _cache_path(path: Path, options: dict | None = None) -> Path | None:
     """Where the parsed form of a dump file is cached (None: don't cache)."""
     if not path.is_file():
         return None
@@ -117,6 +139,7 @@ def _cache_path(path: Path) -> Path | None:
         return None
     h = hashlib.sha256(path.read_bytes())
     h.update(_reader_digest().encode())
+    h.update(repr(sorted((options or {}).items())).encode())
     return root / ".numalab-cache" / "topologies" / f"{h.hexdigest()[:32]}.pickle"
 
 
@@ -124,7 +147,8 @@ def load_cached(dataset: str) -> Topology:
     """:func:`numalab.topology.load`, with the parsed result of a *file* cached
     under ``.numalab-cache/topologies`` keyed on the file's content and the
     readers' source. Synthetic strings and directories are read every time."""
-    cache = _cache_path(Path(dataset))
+    options = load_options(dataset)
+    cache = _cache_path(Path(dataset), options)
     if cache is not None and cache.is_file():
         try:
             with cache.open("rb") as f:
@@ -133,7 +157,7 @@ def load_cached(dataset: str) -> Topology:
                 return topo.replace(source=dataset)
         except Exception:  # a damaged cache entry is only a miss
             pass
-    topo = load(dataset)
+    topo = load(dataset, **options)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")

@@ -18,6 +18,8 @@ def add_parser(sub) -> None:
                                    "string such as \"pack:2 numa:1 core:8 pu:2\".")
     p.add_argument("topology", metavar="TOPOLOGY")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--allow-asymmetric", action="store_true",
+                   help="keep an asymmetric distance matrix (refused by default)")
     p.set_defaults(func=run)
 
 
@@ -58,11 +60,15 @@ def render(topo: Topology) -> str:
         lines.append(f"  blk-mq disks: {', '.join(sorted(topo.blk_mq))}")
     if topo.irqs:
         lines.append(f"  irqs: {len(topo.irqs)}")
+    # what the reader assumed or settled (a dump without node folders read
+    # as one node, overlapping node masks...): never silent
+    for note in topo.meta.get("notes", []):
+        lines.append(f"  note: {note}")
     return "\n".join(lines)
 
 
 def run(args) -> int:
-    topo = load(args.topology)
+    topo = load(args.topology, **({"allow_asymmetric": True} if args.allow_asymmetric else {}))
     if args.json:
         print(json.dumps(topo.to_dict(), indent=1, sort_keys=True))
     else:

@@ -37,13 +37,14 @@ TopologyError naming the file.
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cpumask import CpumaskSyntaxError, parse_hexmask
+from ..cpumask import MAX_CPUS, CpumaskSyntaxError, parse_hexmask
 from ..errors import TopologyError
 from .model import CPU, Node, PCIDevice, Topology
 from .synthetic import group_masks
@@ -184,6 +185,9 @@ def _walk(el: ET.Element, ctx: _PU, ancestor_cpuset: int | None, depth: int,
             if not cpuset:
                 raise TopologyError(w.where, "a PU without os_index or cpuset")
             os_index = cpuset.bit_length() - 1
+        if os_index >= MAX_CPUS:
+            raise TopologyError(w.where, f"a PU's os_index {os_index} is beyond the {MAX_CPUS} "
+                                         "CPUs numalab handles")
         if os_index in w.pus:
             raise TopologyError(w.where, f"two PUs with os_index {os_index}")
         here.id = os_index
@@ -262,12 +266,19 @@ def _distances_v1(w: _Walk, node_ids: list[int], top: ET.Element,
         rel = _int(d, "relative_depth", w.where)
         if not n or rel is None:
             raise TopologyError(w.where, "<distances> needs nbobjs and relative_depth")
+        if rel > _MAX_DEPTH:
+            raise TopologyError(w.where, f"<distances> relative_depth {rel} is deeper than "
+                                         f"the {_MAX_DEPTH} levels a topology may have")
         try:
             base = float(d.get("latency_base", "1"))
             vals = [float(x.get("value", "")) for x in d.findall("latency")]
         except ValueError:
             raise TopologyError(w.where, "<distances> holds a latency that is not a "
                                          "number") from None
+        # round() of inf or nan raises; 1e308 * 10 is inf
+        if not all(math.isfinite(v * base) for v in vals) or not math.isfinite(base):
+            raise TopologyError(w.where, "<distances> holds a latency that is not a finite "
+                                         "number")
         if len(vals) != n * n:
             raise TopologyError(w.where, f"<distances> holds {len(vals)} latencies, "
                                          f"not {n}x{n}")
@@ -319,12 +330,13 @@ def _assign_nodes(numa: list[dict[str, Any]], cpu_ids: list[int]) -> dict[int, i
 
 
 def parse_xml(data: bytes, where: str, name: str | None = None,
-              arch: str | None = None) -> Topology:
+              arch: str | None = None, allow_asymmetric: bool = False) -> Topology:
     """Parse hwloc XML bytes into a validated Topology (see the module doc).
 
     ``where`` names the input in errors; ``arch`` overrides the architecture
     found in the XML (many hwloc test files carry no CPUVendor or
-    Architecture info, and the cluster fallback depends on it).
+    Architecture info, and the cluster fallback depends on it);
+    ``allow_asymmetric`` keeps an asymmetric matrix (Topology.validate).
 
     >>> t = parse_xml(b'<topology><object type="Machine" cpuset="0x3">'
     ...   b'<object type="NUMANode" os_index="0" cpuset="0x3" local_memory="1024"/>'
@@ -342,7 +354,7 @@ def parse_xml(data: bytes, where: str, name: str | None = None,
         line, col = e.position
         raise TopologyError(where, f"not well-formed XML at line {line}, column {col}: "
                                    f"{str(e).split(':')[0]}") from None
-    except (ValueError, UnicodeError) as e:
+    except (ValueError, UnicodeError, LookupError) as e:   # LookupError: unknown encoding=
         raise TopologyError(where, f"cannot decode the XML: {e}") from None
     if root.tag != "topology":
         raise TopologyError(where, f"not an hwloc topology (root element is <{root.tag}>)")
@@ -450,18 +462,19 @@ def parse_xml(data: bytes, where: str, name: str | None = None,
     topo = Topology(name=name or Path(where).name.removesuffix(".xml"), source=where, arch=arch,
                     possible=possible, present=present, online=online, cpus=cpus, nodes=nodes,
                     distances=distances, pci=pci, meta=meta)
-    return topo.validate()
+    return topo.validate(allow_asymmetric=allow_asymmetric)
 
 
 def read_xml(path: str | Path, name: str | None = None, arch: str | None = None,
-             **options: Any) -> Topology:
+             allow_asymmetric: bool = False, **options: Any) -> Topology:
     """Read an hwloc XML file (v1 or v2) into a validated Topology.
 
     Input: the path of a file written by ``lstopo foo.xml`` or
     ``hwloc_topology_export_xml()``. Output: a Topology (see the module
     doc for what is read); ``arch`` ("x86", "arm64", ...) overrides the
-    architecture found in the XML. Raises TopologyError for anything
-    unreadable. Unknown ``options`` are refused.
+    architecture found in the XML; ``allow_asymmetric`` keeps an asymmetric
+    distance matrix. Raises TopologyError for anything unreadable. Unknown
+    ``options`` are refused.
     """
     where = str(path)
     if options:
@@ -470,4 +483,4 @@ def read_xml(path: str | Path, name: str | None = None, arch: str | None = None,
         data = Path(path).read_bytes()
     except OSError as e:
         raise TopologyError(where, f"cannot read: {e.strerror or e}") from None
-    return parse_xml(data, where, name, arch)
+    return parse_xml(data, where, name, arch, allow_asymmetric)

@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..cpumask import MAX_CPUS
 from ..errors import TopologyError
 from .model import CPU, Node, Topology
 from .synthetic import group_masks
@@ -143,6 +144,9 @@ def parse_numactl(text: str, where: str) -> tuple[dict[int, int], dict[int, int]
                 if what == "cpus":
                     mask = 0
                     for c in rest.split():
+                        if int(c) >= MAX_CPUS:
+                            raise TopologyError(where, f"line {i}: CPU {c} is beyond the "
+                                                       f"{MAX_CPUS} CPUs numalab handles")
                         mask |= 1 << int(c)
                     cpus[node] = mask
                 elif what == "size":
@@ -165,10 +169,11 @@ def parse_numactl(text: str, where: str) -> tuple[dict[int, int], dict[int, int]
 
 def parse_lscpu(text: str, where: str, numactl_text: str | None = None,
                 numactl_where: str | None = None, arch: str | None = None,
-                name: str | None = None) -> Topology:
+                name: str | None = None, allow_asymmetric: bool = False) -> Topology:
     """Parse ``lscpu -p`` text (and optional ``numactl --hardware`` text).
 
-    Output: a validated Topology. See the module doc for the rules.
+    Output: a validated Topology. See the module doc for the rules;
+    ``allow_asymmetric`` keeps an asymmetric numactl matrix.
 
     >>> t = parse_lscpu("# CPU,Core,Socket,Node\\n0,0,0,0\\n1,0,0,0\\n", "x.lscpu")
     >>> t.counts()["core"], t.counts()["pu"]
@@ -214,7 +219,7 @@ def parse_lscpu(text: str, where: str, numactl_text: str | None = None,
                     or _CACHE.match(col):
                 if value == "" or value == "-":
                     row[col] = None
-                elif value.isdigit():
+                elif value.isascii() and value.isdigit():   # int() refuses "\u00b2"
                     row[col] = int(value)
                 else:
                     raise TopologyError(where, f"line {lineno}: {col} field {value!r} is not "
@@ -222,6 +227,9 @@ def parse_lscpu(text: str, where: str, numactl_text: str | None = None,
         cpu = row.get("cpu")
         if cpu is None:
             raise TopologyError(where, f"line {lineno}: empty CPU field")
+        if cpu >= MAX_CPUS:
+            raise TopologyError(where, f"line {lineno}: CPU {cpu} is beyond the {MAX_CPUS} "
+                                       "CPUs numalab handles")
         if cpu in rows:
             raise TopologyError(where, f"line {lineno}: CPU {cpu} listed twice")
         row["line"] = lineno
@@ -327,14 +335,19 @@ def parse_lscpu(text: str, where: str, numactl_text: str | None = None,
     online = sum(1 << c for c in cpu_ids if rows[c].get("online") is not False)
     nodes = {n: Node(id=n, cpus=node_masks[n], memory_bytes=numa_mem.get(n)) for n in node_ids}
     meta = {"format": "lscpu", "numactl": numactl_where}
+    if distances:
+        # the matrix's checks name the numactl file it came from
+        Topology(name="", source=numactl_where or where, nodes=nodes, distances=distances,
+                 meta=meta).validate(allow_asymmetric=allow_asymmetric)
     topo = Topology(name=name or Path(where).stem, source=where, arch=arch, possible=present,
                     present=present, online=online, cpus=cpus, nodes=nodes,
                     distances=distances, meta=meta)
-    return topo.validate()
+    return topo.validate(allow_asymmetric=allow_asymmetric)
 
 
 def read_lscpu(path: str | Path, numactl: str | Path | None = None, arch: str | None = None,
-               name: str | None = None, **options: Any) -> Topology:
+               name: str | None = None, allow_asymmetric: bool = False,
+               **options: Any) -> Topology:
     """Read an ``lscpu -p`` file, with ``numactl --hardware`` text when available.
 
     Inputs: ``path``; ``numactl`` -- a file of ``numactl --hardware``
@@ -357,4 +370,5 @@ def read_lscpu(path: str | Path, numactl: str | Path | None = None, arch: str | 
     if numactl:
         nw = str(numactl)
         nt = _read_text(Path(numactl), nw)
-    return parse_lscpu(text, where, nt, nw, arch=arch, name=name)
+    return parse_lscpu(text, where, nt, nw, arch=arch, name=name,
+                       allow_asymmetric=allow_asymmetric)

@@ -159,8 +159,15 @@ class Topology:
         return dataclasses.replace(self, **changes)
 
     # -- checks ---------------------------------------------------------------
-    def validate(self) -> "Topology":
-        """Raise TopologyError when the model contradicts itself."""
+    def validate(self, allow_asymmetric: bool = False) -> "Topology":
+        """Raise TopologyError when the model contradicts itself.
+
+        An asymmetric distance matrix is refused unless ``allow_asymmetric``:
+        ACPI allows an asymmetric SLIT and the kernel uses it as given, but in
+        a dump or a description it is far more often a typo, and the book's
+        models read distances as symmetric. When allowed, the matrix is kept
+        and ``meta["notes"]`` says so.
+        """
         seen: dict[int, int] = {}
         for n in self.node_ids:
             for c in _cpus(self.nodes[n].cpus):
@@ -181,6 +188,20 @@ class Topology:
                         raise TopologyError(
                             self.source or self.name,
                             f"distance node{self.node_ids[i]}->node{self.node_ids[j]} is {d}")
+            asym = [(i, j) for i in range(k) for j in range(i + 1, k)
+                    if self.distances[i][j] != self.distances[j][i]]
+            if asym:
+                i, j = asym[0]
+                a, b = self.node_ids[i], self.node_ids[j]
+                what = (f"distance matrix is not symmetric: node{a}->node{b} is "
+                        f"{self.distances[i][j]} but node{b}->node{a} is {self.distances[j][i]}")
+                if not allow_asymmetric:
+                    raise TopologyError(self.source or self.name,
+                                        what + " (pass allow_asymmetric=True to keep it)")
+                notes = self.meta.setdefault("notes", [])
+                note = f"{what} ({len(asym)} pair(s)); kept as given (allow_asymmetric)"
+                if note not in notes:
+                    notes.append(note)
         if self.present & ~self.possible:
             raise TopologyError(self.source or self.name,
                                 "present CPUs are not all possible")

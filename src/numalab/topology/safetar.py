@@ -308,6 +308,13 @@ def read_archive(path: str | Path, *, max_member: int = MAX_MEMBER_BYTES,
                     tree.add_file(name, data)
                 else:
                     tree._add_parents(name)
+            # tarfile stops quietly at a bad or cut header after the first
+            # member; every tar writer ends with zero blocks, so anything
+            # else after the last member means members were lost.
+            rest = view[tf.offset:]
+            if not rest or bytes(rest).strip(b"\0"):
+                raise TopologyError(archive, f"truncated or corrupt archive (no valid header "
+                                             f"or end-of-archive marker at byte {tf.offset})")
     except TopologyError:
         raise
     # bz2 and gzip report corrupt data as OSError/EOFError, zlib as zlib.error

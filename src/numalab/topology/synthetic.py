@@ -51,6 +51,7 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..cpumask import MAX_CPUS
 from ..errors import TopologyError
 from .model import CPU, Node, Topology
 
@@ -159,13 +160,15 @@ def group_masks(keys: dict[int, Hashable | None]) -> dict[int, int]:
     return {cpu: (spans[key] if key is not None else 0) for cpu, key in keys.items()}
 
 
-def check_slit(matrix: Any, nnodes: int, where: str) -> list[list[int]]:
+def check_slit(matrix: Any, nnodes: int, where: str,
+               allow_asymmetric: bool = False) -> list[list[int]]:
     """Check a SLIT-style distance matrix and return it as lists of ints.
 
     The rules are the ones ACPI's ``slit_valid()`` applies before the
     kernel trusts a SLIT (``drivers/acpi/numa/srat.c``): 10 on the
     diagonal, more than 10 elsewhere; plus square (``nnodes`` x ``nnodes``)
-    and symmetric, which every description in the book is.
+    and symmetric, which every description in the book is (unless
+    ``allow_asymmetric``: ACPI allows an asymmetric SLIT).
 
     >>> check_slit([[10, 21], [21, 10]], 2, "x")
     [[10, 21], [21, 10]]
@@ -201,7 +204,7 @@ def check_slit(matrix: Any, nnodes: int, where: str) -> list[list[int]]:
             if i != j and out[i][j] <= 10:
                 raise TopologyError(where, f"distance node{i}->node{j} is {out[i][j]}; "
                                            "a remote distance must be more than 10")
-            if out[i][j] != out[j][i]:
+            if out[i][j] != out[j][i] and not allow_asymmetric:
                 raise TopologyError(where, f"distance matrix is not symmetric: node{i}->node{j} "
                                            f"is {out[i][j]} but node{j}->node{i} is {out[j][i]}")
     return out
@@ -217,15 +220,17 @@ def _node_memory(memory: Any, nnodes: int, where: str) -> list[int]:
         raise TopologyError(where, f"memory must be a number or a list of {nnodes} numbers")
     out = []
     for m in memory:
-        if isinstance(m, bool) or not isinstance(m, (int, float)) or m < 0:
-            raise TopologyError(where, f"node memory {m!r} is not a non-negative number")
+        # not (m >= 0) also catches nan; inf would overflow int()
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not (0 <= m < math.inf):
+            raise TopologyError(where, f"node memory {m!r} is not a finite non-negative number")
         out.append(int(m))
     return out
 
 
 def from_synthetic(text: str, distances: Any = None, numbering: str = "linear",
                    arch: str = "x86", possible_extra: int = 0, name: str | None = None,
-                   memory: Any = None, source: str | None = None, **meta: Any) -> Topology:
+                   memory: Any = None, source: str | None = None,
+                   allow_asymmetric: bool = False, **meta: Any) -> Topology:
     """Build a :class:`Topology` from an hwloc synthetic string.
 
     Inputs:
@@ -244,6 +249,7 @@ def from_synthetic(text: str, distances: Any = None, numbering: str = "linear",
       or any node (the kernel gives them a node only when they arrive).
     * ``memory``: bytes per node (one number, or a list); default 16 GiB.
     * ``name`` / ``source``: labels (default: the string itself).
+    * ``allow_asymmetric``: accept an asymmetric ``distances`` matrix.
 
     Output: a validated Topology. ``llc_cpus`` / ``l2_cpus`` are 0 (unknown)
     when the string has no such cache level.
@@ -267,8 +273,11 @@ def from_synthetic(text: str, distances: Any = None, numbering: str = "linear",
     names = [n for n, _ in levels]
     counts = [c for _, c in levels]
     total = math.prod(counts)
-    if total > 1 << 16:
-        raise TopologyError(where, f"{total} PUs is more than this model handles (65536)")
+    if total > MAX_CPUS:
+        raise TopologyError(where, f"{total} PUs is more than this model handles ({MAX_CPUS})")
+    if total + possible_extra > MAX_CPUS:
+        raise TopologyError(where, f"possible_extra {possible_extra} puts CPU ids beyond the "
+                                   f"{MAX_CPUS} CPUs numalab handles")
 
     # below[k]: PUs under one object of level k; objects at level k are
     # numbered globally in depth-first order: pu_index // below[k].
@@ -346,7 +355,7 @@ def from_synthetic(text: str, distances: Any = None, numbering: str = "linear",
     if distances is None:
         dist = [[10 if i == j else 20 for j in range(nnodes)] for i in range(nnodes)]
     else:
-        dist = check_slit(distances, nnodes, where)
+        dist = check_slit(distances, nnodes, where, allow_asymmetric)
     present = (1 << total) - 1
     possible = (1 << (total + possible_extra)) - 1
     label = name or (text.strip() if isinstance(text, str) else "synthetic")
@@ -355,7 +364,7 @@ def from_synthetic(text: str, distances: Any = None, numbering: str = "linear",
                     nodes=nodes, distances=dist,
                     meta={"synthetic": " ".join(text.split()), "levels": levels,
                           "numbering": numbering, "possible_extra": possible_extra, **meta})
-    return topo.validate()
+    return topo.validate(allow_asymmetric=allow_asymmetric)
 
 
 _TOML_KEYS = {"name": str, "synthetic": str, "numbering": str, "arch": str,

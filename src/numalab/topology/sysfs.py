@@ -29,19 +29,23 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
-from ..cpumask import CpumaskSyntaxError, cpus, parse_cpulist, parse_hexmask
+from ..cpumask import MAX_CPUS, CpumaskSyntaxError, cpus, parse_cpulist, parse_hexmask
 from ..errors import TopologyError
 from .model import CPU, IRQ, Node, PCIDevice, Topology
-from .safetar import MemTree, read_archive
+from .safetar import MAX_MEMBER_BYTES, MemTree, read_archive
 
 __all__ = ["read_dir", "read_tar", "read_source", "DirSource", "Dump",
            "arch_from_cpuinfo", "parse_interrupts"]
 
-_CPU_DIR = re.compile(r"^cpu(\d+)$")
-_NODE_DIR = re.compile(r"^node(\d+)$")
-_INDEX_DIR = re.compile(r"^index(\d+)$")
+# ASCII digits only: int() also reads other scripts' digits ("cpu\u0661");
+# no leading zero: the kernel never writes one, and "node01" beside "node1"
+# would be a second folder for the same id
+_CPU_DIR = re.compile(r"^cpu(0|[1-9]\d*)$", re.ASCII)
+_NODE_DIR = re.compile(r"^node(0|[1-9]\d*)$", re.ASCII)
+_INDEX_DIR = re.compile(r"^index(0|[1-9]\d*)$", re.ASCII)
 _PCI_ADDR = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _TAR_EXT = (".tar.bz2", ".tar.gz", ".tar.xz", ".tbz2", ".tgz", ".tar")
 
@@ -62,13 +66,34 @@ class DirSource:
         return os.path.join(self.root, rel) if rel else str(self.root)
 
     def read(self, rel: str) -> bytes | None:
+        """The file's bytes; None when absent. Only regular files are read,
+        at most MAX_MEMBER_BYTES: a FIFO would block forever and a link to
+        /dev/zero would never end (O_NONBLOCK keeps the open of a FIFO from
+        blocking before fstat() can tell)."""
+        path = self._p(rel)
         try:
-            with open(self._p(rel), "rb") as f:
-                return f.read()
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
         except OSError as e:
-            raise TopologyError(self._p(rel), f"cannot read: {e.strerror}") from None
+            raise TopologyError(path, f"cannot read: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                raise TopologyError(path, "not a regular file (a device, FIFO or socket); "
+                                          "refused")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read(MAX_MEMBER_BYTES + 1)
+        except OSError as e:
+            raise TopologyError(path, f"cannot read: {e.strerror}") from None
+        finally:
+            os.close(fd)
+        if len(data) > MAX_MEMBER_BYTES:
+            raise TopologyError(path, f"file is over the {MAX_MEMBER_BYTES >> 20} MiB cap; "
+                                      "refused")
+        return data
 
     def listdir(self, rel: str) -> list[str]:
         try:
@@ -231,6 +256,11 @@ def arch_from_cpuinfo(text: str) -> str:
 
 # -- /proc/interrupts ----------------------------------------------------------
 
+def _is_number(s: str) -> bool:
+    """ASCII digits only: ``"\u00b2".isdigit()`` is true but int() refuses it."""
+    return s.isascii() and s.isdigit()
+
+
 def parse_interrupts(text: str, where: str) -> tuple[list[int], list[IRQ]]:
     """Parse ``/proc/interrupts``: the CPU ids of the count columns and one
     IRQ per row (counts, chip, action names).
@@ -246,7 +276,7 @@ def parse_interrupts(text: str, where: str) -> tuple[list[int], list[IRQ]]:
     header = lines[0].split()
     ids = []
     for h in header:
-        if not h.startswith("CPU") or not h[3:].isdigit():
+        if not h.startswith("CPU") or not _is_number(h[3:]):
             raise TopologyError(where, f"bad header column {h!r}")
         ids.append(int(h[3:]))
     rows = []
@@ -260,7 +290,7 @@ def parse_interrupts(text: str, where: str) -> tuple[list[int], list[IRQ]]:
         toks = rest.split()
         counts = []
         for t in toks[: len(ids)]:
-            if not t.isdigit():
+            if not _is_number(t):
                 break
             counts.append(int(t))
         tail = toks[len(counts):]
@@ -285,8 +315,15 @@ def _read_cpu_masks(d: Dump, notes: list[str]) -> tuple[int, int, int]:
     possible = d.cpulist(f"{_CPU}/possible")
     present = d.cpulist(f"{_CPU}/present")
     online = d.cpulist(f"{_CPU}/online")
+    for kind, m in (("possible", possible), ("present", present), ("online", online)):
+        if m == 0:
+            raise TopologyError(d.where(f"{_CPU}/{kind}"),
+                                f"empty: a running kernel has at least one {kind} CPU")
     dirs = 0
     for cpu, name in _numbered(d.listdir(_CPU), _CPU_DIR):
+        if cpu >= MAX_CPUS:
+            raise TopologyError(d.where(f"{_CPU}/{name}"),
+                                f"CPU {cpu} is beyond the {MAX_CPUS} CPUs numalab handles")
         dirs |= 1 << cpu
     if online is None:
         online = 0
@@ -398,7 +435,16 @@ def _read_nodes(d: Dump, present: int, notes: list[str]):
     """Nodes and the distance matrix (rows in node-id order)."""
     found = _numbered(d.listdir(_NODE), _NODE_DIR)
     if not found:
-        notes.append("no node folders: one node 0 holding all CPUs, no distances")
+        # A kernel without CONFIG_NUMA has no node folder and no cpuN/nodeM
+        # links: one node 0, as the kernel's own fallback. With the links
+        # there, the kernel had nodes and the dump lost them.
+        for cpu, name in _numbered(d.listdir(_CPU), _CPU_DIR):
+            links = _numbered(d.listdir(f"{_CPU}/{name}"), _NODE_DIR)
+            if links:
+                raise TopologyError(d.where(_NODE), f"missing, but {name}/{links[0][1]} shows "
+                                                    "the kernel had NUMA nodes: a partial dump")
+        notes.append("no node folders: one node 0 holding all CPUs, no distances "
+                     "(a kernel without CONFIG_NUMA)")
         return {0: Node(id=0, cpus=present)}, []
     nodes: dict[int, Node] = {}
     rows: dict[int, list[int]] = {}
@@ -426,12 +472,16 @@ def _read_nodes(d: Dump, present: int, notes: list[str]):
     return nodes, [rows[nid] for nid, _ in found]
 
 
-def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str]):
+def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str],
+                    allow_overlap: bool = False):
     """Give every CPU one node, as ``cpu_to_node()`` does.
 
     Buggy firmware can make node masks overlap (8em64t-2s2ca2c-buggynuma
     lists CPUs 0-7 in all eight nodes). The CPU's own ``cpuN/nodeM`` link is
-    the kernel's cpu_to_node() answer; without one the lowest node wins.
+    the kernel's cpu_to_node() answer; without exactly one such link to one
+    of the nodes listing the CPU, nothing says which is right: an error,
+    unless ``allow_overlap`` (hwloc's HWLOC_DEBUG_ALLOW_OVERLAPPING_NODE_CPUSETS,
+    which its hand-made fakeheterocpunuma dump needs): then the lowest node.
     The CPU is then removed from the other nodes' masks, and a note says so.
     Output: (nodes, {cpu: node}).
     """
@@ -441,12 +491,23 @@ def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str]):
             owners.setdefault(c, []).append(nid)
     node_of: dict[int, int] = {}
     moved = []
+    unlinked = 0
     for c, ns in owners.items():
         if len(ns) == 1:
             node_of[c] = ns[0]
             continue
         linked = [n for n, _ in _numbered(d.listdir(f"{_CPU}/cpu{c}"), _NODE_DIR) if n in ns]
-        node_of[c] = linked[0] if len(linked) == 1 else ns[0]
+        if len(linked) != 1 and allow_overlap:
+            linked = [ns[0]]
+            unlinked += 1
+        if len(linked) != 1:
+            listed = " and ".join(f"node{n}" for n in ns)
+            said = (f"has no cpu{c}/nodeM link to say which is its node" if not linked else
+                    "links to " + " and ".join(f"node{n}" for n in linked) +
+                    ": which is its node is unknown")
+            raise TopologyError(d.where(f"{_CPU}/cpu{c}"),
+                                f"CPU {c} is in the cpulists of {listed} and {said}")
+        node_of[c] = linked[0]
         moved.append(c)
     if moved:
         fixed = {}
@@ -455,7 +516,9 @@ def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str]):
             fixed[nid] = Node(id=nid, cpus=keep, memory_bytes=n.memory_bytes)
         nodes = fixed
         notes.append(f"node cpu masks overlap for {len(moved)} CPU(s) (firmware bug): each "
-                     "kept only in its cpuN/nodeM link's node, else in its lowest node")
+                     "kept only in its cpuN/nodeM link's node" +
+                     (f"; {unlinked} without a link kept in their lowest node "
+                      "(allow_overlapping_nodes)" if unlinked else ""))
     return nodes, node_of
 
 
@@ -496,7 +559,7 @@ def _read_pci(d: Dump) -> list[PCIDevice]:
 def _read_blk_mq(d: Dump) -> dict[str, list[int]]:
     out = {}
     for disk in d.listdir("sys/block"):
-        hctxs = [(int(h), h) for h in d.listdir(f"sys/block/{disk}/mq") if h.isdigit()]
+        hctxs = [(int(h), h) for h in d.listdir(f"sys/block/{disk}/mq") if _is_number(h)]
         if not hctxs:
             continue
         masks = []
@@ -514,7 +577,7 @@ def _read_irqs(d: Dump, meta: dict) -> list[IRQ]:
         ids, rows = parse_interrupts(text, d.where("proc/interrupts"))
         meta["interrupt_cpus"] = ids
     by_irq = {r.irq: r for r in rows}
-    for irq in sorted((n for n in d.listdir("proc/irq") if n.isdigit()), key=int):
+    for irq in sorted((n for n in d.listdir("proc/irq") if _is_number(n)), key=int):
         base = f"proc/irq/{irq}"
         aff = d.cpulist(f"{base}/smp_affinity_list")
         if aff is None:
@@ -559,11 +622,16 @@ def _arch(d: Dump, notes: list[str]) -> str:
     return "unknown"
 
 
-def read_source(source, root: str, label: str, *, name: str, path: str) -> Topology:
+def read_source(source, root: str, label: str, *, name: str, path: str,
+                allow_asymmetric: bool = False,
+                allow_overlapping_nodes: bool = False) -> Topology:
     """Build a Topology from a file source whose dump folder is ``root``.
 
     Inputs: a file source (DirSource or MemTree), the dump folder inside it,
-    the error-path prefix, the topology's name and the source path.
+    the error-path prefix, the topology's name and the source path;
+    ``allow_asymmetric`` keeps an asymmetric SLIT (see Topology.validate);
+    ``allow_overlapping_nodes`` puts a CPU listed by several nodes and linked
+    to none of them in the lowest one instead of refusing the dump.
     """
     d = Dump(source, root, label)
     notes: list[str] = []
@@ -575,7 +643,7 @@ def read_source(source, root: str, label: str, *, name: str, path: str) -> Topol
     possible, present, online = _read_cpu_masks(d, notes)
     nodes, distances = _read_nodes(d, present, notes)
 
-    nodes, node_of = _untangle_nodes(d, nodes, notes)
+    nodes, node_of = _untangle_nodes(d, nodes, notes, allow_overlapping_nodes)
 
     # The model describes online CPUs (as hwloc's PUs do); offline and
     # not-present CPUs appear only in the possible/present masks.
@@ -597,11 +665,34 @@ def read_source(source, root: str, label: str, *, name: str, path: str) -> Topol
     kernel = _kernel_release(d)
     if kernel:
         meta["kernel"] = kernel
+    _read_bench(d, meta, notes)
     topo = Topology(
         name=name, source=path, arch=arch, possible=possible, present=present, online=online,
         cpus=cpu_objs, nodes=nodes, distances=distances, pci=_read_pci(d),
         blk_mq=_read_blk_mq(d), irqs=_read_irqs(d, meta), meta=meta)
-    return topo.validate()
+    return topo.validate(allow_asymmetric=allow_asymmetric)
+
+
+# -- benchmark results stored by ``numalab collect --bench`` (chapter 5) --------
+
+def _read_bench(d: Dump, meta: dict, notes: list[str]) -> None:
+    """Put ``NAME/numalab/bench.json`` (when the dump has one) into
+    ``meta["bench"]``; an unreadable file becomes a note, never an error,
+    because the topology itself is fine without it."""
+    import json
+
+    raw = d.text("numalab/bench.json")
+    if raw is None:
+        return
+    try:
+        bench = json.loads(raw)
+    except ValueError as e:
+        notes.append(f"numalab/bench.json is not JSON ({e}); benchmark ignored")
+        return
+    if isinstance(bench, dict):
+        meta["bench"] = bench
+    else:
+        notes.append("numalab/bench.json is not a JSON object; benchmark ignored")
 
 
 def _label(path: Path) -> str:
@@ -631,7 +722,9 @@ def _find_root(source, label: str, where: str) -> str:
 def read_dir(path: str | Path, **options) -> Topology:
     """Read a dump folder: either ``NAME/`` itself or a folder holding it.
 
-    Options: ``name`` (default: the folder's name). Others are ignored.
+    Options: ``name`` (default: the folder's name), ``allow_asymmetric``,
+    ``allow_overlapping_nodes`` (see :func:`read_source`).
+    Others are ignored.
 
     >>> read_dir("/tmp/16amd64-8n2c").counts()["numa"]    # doctest: +SKIP
     8
@@ -643,13 +736,16 @@ def read_dir(path: str | Path, **options) -> Topology:
     root = _find_root(src, p.name, str(p))
     label = str(p / root) if root else str(p)
     name = options.get("name") or (root or p.name)
-    return read_source(src, root, label, name=name, path=str(p))
+    return read_source(src, root, label, name=name, path=str(p),
+                       allow_asymmetric=bool(options.get("allow_asymmetric")),
+                       allow_overlapping_nodes=bool(options.get("allow_overlapping_nodes")))
 
 
 def read_tar(path: str | Path, **options) -> Topology:
     """Read a dump tarball in memory (see :mod:`.safetar`), never extracting.
 
-    Options: ``name`` (default: the file name without its extensions).
+    Options: ``name`` (default: the file name without its extensions),
+    ``allow_asymmetric``, ``allow_overlapping_nodes`` (see :func:`read_source`).
     """
     p = Path(path)
     if not p.is_file():
@@ -658,4 +754,6 @@ def read_tar(path: str | Path, **options) -> Topology:
     label = _label(p)
     root = _find_root(tree, label, str(p))
     name = options.get("name") or label
-    return read_source(tree, root, f"{p}:{root}", name=name, path=str(p))
+    return read_source(tree, root, f"{p}:{root}", name=name, path=str(p),
+                       allow_asymmetric=bool(options.get("allow_asymmetric")),
+                       allow_overlapping_nodes=bool(options.get("allow_overlapping_nodes")))
