@@ -15,7 +15,7 @@ import sys
 from . import __version__
 from .errors import NumalabError
 
-COMMANDS = ["show", "collect"]
+COMMANDS = ["show", "collect", "build", "probe", "idle", "group_cpus", "bench"]
 
 
 def make_parser() -> argparse.ArgumentParser:

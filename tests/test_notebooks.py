@@ -1,0 +1,79 @@
+"""Every chapter notebook runs top to bottom with quick=True, and the
+notebooks in notebooks/ follow the conventions (README, developer section).
+
+Execution goes through numalab.build's cache in the session's quick project
+(tests/conftest.py): when the quick book was built earlier in the session,
+its executed copy (same key: same source, parameters, data and package) is
+checked instead of running the notebook a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import chapter_notebooks, quick_datasets
+from numalab import build
+
+NOTEBOOKS = chapter_notebooks()
+IDS = [p.stem for p in NOTEBOOKS]
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_outputs_committed(path):
+    dirty = [i + 1 for i, c in enumerate(_cells(path))
+             if c["cell_type"] == "code" and (c.get("outputs") or c.get("execution_count"))]
+    assert not dirty, f"{path.name}: cells {dirty} hold outputs; clear them before committing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_parameters_cell_first(path):
+    code = [c for c in _cells(path) if c["cell_type"] == "code"]
+    assert code and "parameters" in _tags(code[0]), \
+        f"{path.name}: the first code cell must be tagged 'parameters'"
+    declared = build.notebook_parameters(path)
+    for name in ("seed", "quick"):
+        assert name in declared, f"{path.name}: the parameters cell must define {name}"
+    if "datasets" in declared:
+        assert declared["datasets"]["default"].strip() == "[]", \
+            f"{path.name}: datasets must default to [] (meaning the default datasets)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_second_cell_enables_renderer(path):
+    code = [c for c in _cells(path) if c["cell_type"] == "code"]
+    src = "".join(code[1]["source"]) if len(code) > 1 else ""
+    assert "render.enable()" in src, \
+        f"{path.name}: the second code cell must call numalab.render.enable()"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_executes_quick(path, quick_project, tmp_path):
+    src = quick_project / "notebooks" / path.name
+    params = build.parameters_for(build.notebook_parameters(src), quick_datasets(), quick=True)
+    key = build.cache_key(src, params, build.package_digest())
+    executed = quick_project / ".numalab-cache" / "notebooks" / f"{path.stem}-{key}.ipynb"
+    if not executed.exists():
+        out = tmp_path / path.name
+        result = build.execute_notebook(src, out, params, f"notebooks/{path.name}")
+        assert result["ok"], result["message"]
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        out.replace(executed)   # the session's quick book reuses it
+    cells = _cells(executed)
+    code = [c for c in cells if c["cell_type"] == "code"]
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, f"{path.name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+    assert all(c.get("execution_count") for c in code), \
+        f"{path.name}: some code cells did not run"
+    injected = [c for c in cells if "injected-parameters" in _tags(c)]
+    assert injected and "quick = True" in "".join(injected[0]["source"])
