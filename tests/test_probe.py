@@ -274,3 +274,25 @@ def test_cli_policy_error(capsys):
     assert main(["probe", "pack:2 numa:1 core:4 pu:1", "--devices", "nvme",
                  "--policy", "zz"]) == 2
     assert "policy" in capsys.readouterr().err
+
+
+def test_sweep_machines_rows_and_speedups():
+    from numalab.models.probe import machine, sweep_machines
+    big, small = machine(2, 16), machine(2, 2)
+    df = sweep_machines({"big": big, "small": small}, devices_per_node=(1, 8))
+    assert len(df) == 2 * 2 * 2
+    fix = df[df.policy == "pf-wq-worker"].set_index(["machine", "devices_per_node"]).speedup
+    assert fix[("big", 8)] > 3            # eight drives spread over 16 CPUs
+    assert fix[("big", 8)] > fix[("small", 8)]   # two CPUs cannot spread eight drives
+    assert (df[df.policy == "mainline"].speedup == 1).all()
+
+
+def test_probe_cpu_skips_offline_cpus_listed_in_a_node():
+    """A dump's node cpulist may list a CPU that is offline; the kernel's
+    cpumask_of_node() would not, and the probe must not land there."""
+    from numalab.models.probe import Device, machine, simulate
+    t = machine(2, 4)
+    t = t.replace(online=t.online & ~1, cpus={c: v for c, v in t.cpus.items() if c != 0})
+    run = simulate(t, [Device("nvme0", node=0, probe_type="async", cpu_ms=1, wait_ms=1)],
+                   "mainline")
+    assert run.probes[0].cpu == 1

@@ -937,3 +937,44 @@ def thread_table(topo: Topology | None = None, seed: int = 0) -> "Any":
                              "cpu_on_device_node": (p.dev_node < 0) or p.cpu_node == p.dev_node,
                              "holds_device_lock": p.holds_device_lock})
     return pd.DataFrame(rows)
+
+
+def sweep_machines(machines: "dict[str, Topology]", devices_per_node: Iterable[int] = (1, 4, 16),
+                   policies: Iterable[str] = ("mainline", "pf-wq-worker"),
+                   device: Device | None = None, seed: int = 0, max_devices: int = 256):
+    """Probe ``k`` copies of ``device`` on every node with CPUs of each machine.
+
+    Inputs: machines by label (e.g. :func:`numalab.datasets.load_datasets`),
+    the devices per node to try, the policies, the device (default: the
+    calibrated asynchronous NVMe), a seed, and a cap on devices per run
+    (points above it are skipped, not truncated). Output: a tidy DataFrame,
+    one row per (machine, devices_per_node, policy), with makespan_ms,
+    mean_cost_ms and the speedup of each policy over mainline.
+    """
+    import pandas as pd
+    if device is None:
+        from .probe_calibrate import catalogue
+        device = catalogue()["nvme"]
+    rows = []
+    for label, topo in machines.items():
+        nodes = [n for n in topo.node_ids if topo.nodes[n].cpus & topo.online]
+        if not nodes:
+            continue
+        for k in devices_per_node:
+            if k * len(nodes) > max_devices:
+                continue
+            devs = [dataclasses.replace(device, name=f"{device.driver}{n}.{i}", node=n,
+                                        driver=device.driver) for n in nodes for i in range(k)]
+            for pol in policies:
+                run = simulate(topo, devs, pol, seed=seed)
+                rows.append({"machine": label, "nodes": len(nodes), "cpus": len(topo.cpus),
+                             "cpus_per_node": len(topo.cpus) / len(nodes),
+                             "devices_per_node": k, "policy": policy_name(pol),
+                             "makespan_ms": run.makespan,
+                             "mean_cost_ms": float(np.mean([p.cost for p in run.probes]))})
+    df = pd.DataFrame(rows)
+    if len(df):
+        base = df[df.policy == "mainline"].set_index(["machine", "devices_per_node"]).makespan_ms
+        df["speedup"] = [base.get((m, k), float("nan")) / ms for m, k, ms in
+                         zip(df.machine, df.devices_per_node, df.makespan_ms)]
+    return df

@@ -67,4 +67,7 @@ def pci_call_probe_cpu(topo: Topology, hk: Housekeeping, node: int, *,
             or (pf_wq_worker_fix and in_wq_worker)):
         return nr_cpu_ids
     wq_domain_mask = housekeeping_cpumask(hk, HK_TYPE_WQ) & housekeeping_cpumask(hk, HK_TYPE_DOMAIN)
-    return cpumask_any_and(topo.cpumask_of_node(node), wq_domain_mask, nr_cpu_ids)
+    # The kernel's cpumask_of_node() holds online CPUs only (x86 and the generic
+    # code update it at CPU online/offline), while a dump's nodeN/cpulist may be
+    # older than the online map; intersecting keeps that difference out.
+    return cpumask_any_and(topo.cpumask_of_node(node) & topo.online, wq_domain_mask, nr_cpu_ids)
