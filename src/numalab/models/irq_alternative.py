@@ -44,19 +44,11 @@ from __future__ import annotations
 
 from ..kernel.lib.group_cpus import group_cpus_evenly
 from ..topology.model import Topology
-from .irq_bound import NodePlan, cached_view, node_plans
+from ..cpumask import cpus as _cpus
+from .irq_bound import NodePlan, _split, cached_view, node_plans
 
 __all__ = ["kernel_block_counts", "split_block", "block_groups", "block_devices",
            "Balancer", "balance_devices"]
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    while mask:
-        low = mask & -mask
-        out.append(low.bit_length() - 1)
-        mask ^= low
-    return out
 
 
 _COUNTS: dict[tuple, list] = {}
@@ -81,7 +73,7 @@ def kernel_block_counts(topo: Topology, vectors: int) -> list[tuple[NodePlan, li
     where: dict[int, tuple[int, int]] = {}      # CPU -> (plan index, block index)
     for pi, p in enumerate(plans):
         for bi, b in enumerate(p.blocks):
-            for c in _bits(b):
+            for c in _cpus(b):
                 where[c] = (pi, bi)
     counts = [[0] * len(p.blocks) for p in plans]
     for m in masks:
@@ -115,22 +107,10 @@ def split_block(cpus: list[int], k: int, first: int, siblings=None) -> list[int]
         raise ValueError(f"cannot split {n} CPUs into {k} groups")
     s = n if k == n else max(0, 2 * k - n)
     singles = [cpus[(first + j) % n] for j in range(s)]
-    rest = [c for c in cpus if c not in singles]
+    rest = cpus
     if siblings is not None:
-        rest.sort(key=lambda c: (((siblings[c] or 1 << c) & -(siblings[c] or 1 << c)), c))
-    out = [1 << c for c in singles]
-    m = k - s
-    if m:
-        q, r = divmod(len(rest), m)
-        i = 0
-        for j in range(m):
-            size = q + (1 if j < r else 0)
-            mask = 0
-            for c in rest[i:i + size]:
-                mask |= 1 << c
-            out.append(mask)
-            i += size
-    return out
+        rest = sorted(cpus, key=lambda c: (((siblings[c] or 1 << c) & -(siblings[c] or 1 << c)), c))
+    return _split(rest, k, singles)
 
 
 def _ded(k: int, n: int) -> int:
@@ -179,7 +159,7 @@ def block_groups(topo: Topology, vectors: int, spread_offset: int = 0) -> list[i
             start = (spread_offset * extras) % nb
             counts = _place_extras(counts, sizes, [(start + j) % nb for j in range(nb)])
         for b, k in zip(p.blocks, counts):
-            cpus = _bits(b)
+            cpus = _cpus(b)
             n = len(cpus)
             s = max(0, 2 * k - n)
             out.extend(split_block(cpus, k, (spread_offset * max(s, 1)) % n, view.sibling))
@@ -222,7 +202,7 @@ class Balancer:
         for p, counts in kernel_block_counts(self.topo, vectors):
             if p.forced:
                 return list(group_cpus_evenly(vectors, self.view) or [])
-            blocks = [_bits(b) for b in p.blocks]
+            blocks = [_cpus(b) for b in p.blocks]
             sizes = [len(c) for c in blocks]
             low = min(counts)
             extras = sum(c - low for c in counts)
