@@ -130,16 +130,7 @@ def evaluate(topo: Topology, vectors: int, devices: int, variant: str = "mainlin
     devs = device_groups(topo, vectors, devices, variant, offsets)
     view = cached_view(topo)
     present = view.present
-    # Only present CPUs take interrupts: a group of one present CPU plus
-    # possible-but-absent ones (the kernel's second stage) is dedicated too.
-    load_ = irq_load([[m & present for m in g] for g in devs], present)
-    m = metrics(load_)
-    m.pop("worst_cpus")
-    # keep the configuration's own "vectors" and "cpus" columns intact
-    m["nonempty_groups"] = m.pop("vectors")
-    m["load_cpus"] = m.pop("cpus")
-    m["cross_cluster_groups"] = crossing(devs, view.cluster)
-    m["cross_node_groups"] = crossing(devs, _node_domains(view))
+    m, load_ = _group_metrics(devs, view)
     d = load_.dedicated
     mean = sum(d) / len(d) if d else 0.0
     m["dedicated_cv"] = statistics.pstdev(d) / mean if mean else 0.0
@@ -153,6 +144,24 @@ def evaluate(topo: Topology, vectors: int, devices: int, variant: str = "mainlin
     m["bound"] = b
     m["gap"] = m["max_dedicated"] - b
     return m
+
+
+def _group_metrics(devs, view):
+    """Load metrics of every device's groups over the present CPUs, plus the
+    groups crossing a cluster or a node; returns (metrics dict, IRQLoad).
+
+    Only present CPUs take interrupts: a group of one present CPU plus
+    possible-but-absent ones (the kernel's second stage) is dedicated too.
+    """
+    load_ = irq_load([[m & view.present for m in g] for g in devs], view.present)
+    m = metrics(load_)
+    m.pop("worst_cpus")
+    # keep the configuration's own "vectors" and "cpus" columns intact
+    m["nonempty_groups"] = m.pop("vectors")
+    m["load_cpus"] = m.pop("cpus")
+    m["cross_cluster_groups"] = crossing(devs, view.cluster)
+    m["cross_node_groups"] = crossing(devs, _node_domains(view))
+    return m, load_
 
 
 def shape_string(nodes: int, clusters: int, cluster_size: int) -> str:
@@ -321,13 +330,7 @@ def sweep_machine_devices(topo: Topology, variants: Iterable[str] = VARIANTS,
             from .irq_alternative import Balancer
             b = Balancer(topo)
             groups = [b.groups(max(1, n - pre_vectors)) for _, _, n in devs]
-        load_ = irq_load([[m & view.present for m in g] for g in groups], view.present)
-        m = metrics(load_)
-        m.pop("worst_cpus")
-        m["nonempty_groups"] = m.pop("vectors")
-        m["load_cpus"] = m.pop("cpus")
-        m["cross_cluster_groups"] = crossing(groups, view.cluster)
-        m["cross_node_groups"] = crossing(groups, _node_domains(view))
+        m, _ = _group_metrics(groups, view)
         rows.append({"dataset": label or topo.name, "variant": var, "devices": len(devs),
                      "vectors": ",".join(str(max(1, n - pre_vectors)) for *_, n in devs),
                      **m})
