@@ -19,16 +19,10 @@ FIXTURES = REPO / "tests" / "data" / "notebooks"
 
 
 def quick_datasets() -> list[str]:
-    """Two synthetic machines and, when ../shared is there, one real dump."""
-    from numalab.datasets import shared_topologies
-    out = ["pack:2 numa:1 core:4 pu:2", "numa:4 core:2 pu:1"]
-    shared = shared_topologies(REPO)
-    if shared is not None:
-        dumps = sorted((shared / "linux").glob("*.tar.bz2"))
-        preferred = [p for p in dumps if p.name == "16amd64-8n2c.tar.bz2"]
-        if preferred or dumps:
-            out.append(str((preferred or dumps)[0]))
-    return out
+    """Two synthetic machines and one real dump from data/hwloc."""
+    from numalab.datasets import hwloc_dir
+    return ["pack:2 numa:1 core:4 pu:2", "numa:4 core:2 pu:1",
+            str(hwloc_dir(REPO) / "linux" / "16amd64-8n2c.tar.bz2")]
 
 
 def make_project(dest: Path, notebooks: dict[str, Path]) -> Path:
@@ -55,10 +49,6 @@ def chapter_notebooks() -> list[Path]:
 @pytest.fixture(scope="session")
 def quick_project(tmp_path_factory) -> Path:
     """A temporary copy of the checkout's book, not yet built."""
-    from numalab.datasets import shared_topologies
-    shared = shared_topologies(REPO)
-    if shared is not None:
-        os.environ.setdefault("NUMALAB_SHARED", str(shared))
     root = tmp_path_factory.mktemp("quick-book")
     return make_project(root, {p.stem: p for p in chapter_notebooks()})
 

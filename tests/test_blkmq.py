@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from numalab.datasets import project_datasets, shared_topologies
+from numalab.datasets import hwloc_dir, project_datasets
 from numalab.kernel.lib.group_cpus import group_cpus_evenly
 from numalab.models.blkmq import (blk_mq_map_queues, blk_mq_map_queues_legacy, compare_blk_mq,
                                   compare_irqs, hctx_masks, irq_create_affinity_masks,
@@ -78,11 +78,6 @@ def test_project_dump_matches():
 
 
 def test_shared_dumps_with_blk_mq_match():
-    shared = shared_topologies()
-    if shared is None:
-        pytest.skip("../shared absent")
-    p = Path(shared) / "linux" / "2pa-pcidomain32bits.tar.bz2"
-    if not p.exists():
-        pytest.skip("dump absent")
+    p = hwloc_dir() / "linux" / "2pa-pcidomain32bits.tar.bz2"
     b = compare_blk_mq(load(str(p)))
     assert list(b.disk) == ["vda"] and b["match"].all() and b["match_legacy"].all()

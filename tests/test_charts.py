@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from numalab import charts
-from numalab.datasets import shared_topologies
+from numalab.datasets import hwloc_dir
 from numalab.topology import load
 from numalab.topology.model import CPU, Node, Topology
 
@@ -125,10 +125,7 @@ def test_single_node_and_cpuless_machines_draw():
 
 
 def test_real_machine_charts():
-    shared = shared_topologies()
-    if shared is None:
-        pytest.skip("no ../shared/topologies/hwloc")
-    t = load(shared / "linux" / "256ia64-64n2s2c.tar.bz2")
+    t = load(hwloc_dir() / "linux" / "256ia64-64n2s2c.tar.bz2")
     d = check(charts.hierarchy_chart(t))
     assert "facet" in d
     check(charts.distance_heatmap(t))

@@ -1,6 +1,5 @@
 """The devmem scenario of the percpu_ref patch and its calibration."""
 
-from pathlib import Path
 
 import pytest
 
@@ -8,22 +7,11 @@ from numalab.models import devmem as D
 from numalab.models.refcount import Latencies, percpu_expected, relation, simulate
 from numalab.topology import load
 
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "002_21e9fc63aae7b5a5.txt"
 
 
 @pytest.fixture(scope="module")
 def cal():
     return D.calibrate()
-
-
-def test_transcribed_numbers_match_the_seed_file():
-    if not SEED.is_file():
-        pytest.skip("seed file not present")
-    parsed = D.parse_kperf(SEED.read_text())
-    assert set(parsed) == set(D.SEED_KPERF)
-    for key, want in D.SEED_KPERF.items():
-        for field, values in want.items():
-            assert parsed[key][field] == pytest.approx(values), (key, field)
 
 
 def test_summary_is_the_cover_letters():

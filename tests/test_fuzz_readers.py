@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from bad_corpus import CPU, NODE, XML_HEAD, _tar_of_tree, good_files, good_links
 from numalab.commands.show import render
-from numalab.datasets import shared_topologies
+from numalab.datasets import hwloc_dir
 from numalab.errors import NumalabError
 from numalab.topology import load
 from numalab.topology.hwloc_xml import parse_xml
@@ -335,11 +335,7 @@ XML_V1 = XML_HEAD + b"""<topology>
 
 def _xml_seeds() -> list[bytes]:
     seeds = [XML_V2, XML_V1]
-    shared = shared_topologies()
-    if shared is not None:
-        small = shared / "xml" / "8intel64-4n2t-memattrs.xml"
-        if small.is_file():
-            seeds.append(small.read_bytes())
+    seeds.append((hwloc_dir() / "xml" / "8intel64-4n2t-memattrs.xml").read_bytes())
     return seeds
 
 

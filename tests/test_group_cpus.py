@@ -93,9 +93,7 @@ def test_port_matches_kernel_c_without_sort_cache(monkeypatch):
 
 
 def test_port_matches_kernel_c_on_real_dumps():
-    root = datasets.shared_topologies()
-    if root is None:
-        pytest.skip("../shared/topologies is not available")
+    root = datasets.hwloc_dir()
     bad, done = [], 0
     for case in _load_cases("real"):
         path = Path(root) / "linux" / case["dump"]

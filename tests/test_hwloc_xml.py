@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from numalab.datasets import shared_topologies
+from numalab.datasets import hwloc_dir
 from numalab.errors import TopologyError
 from numalab.topology import load
 from numalab.topology.hwloc_xml import parse_xml, read_xml
 
-SHARED = shared_topologies()
-XMLS = (sorted(SHARED.glob("xml/*.xml")) + sorted(SHARED.glob("linux/*.xml"))) if SHARED else []
-needs_shared = pytest.mark.skipif(SHARED is None, reason="../shared/topologies/hwloc is absent")
+SHARED = hwloc_dir()
+XMLS = sorted(SHARED.glob("xml/*.xml")) + sorted(SHARED.glob("linux/*.xml"))
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="data/hwloc is missing from the checkout")
 
 
 # -- an independent reading of the XML, kept deliberately naive ----------------------

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from numalab.datasets import shared_datasets, project_datasets
+from numalab.datasets import hwloc_datasets, project_datasets
 from numalab.models.irq_load import crossing_groups
 from numalab.models.irq_sweep import (VARIANTS, crossing, device_groups, evaluate, machine_devices,
                                       per_cpu_table, sweep_datasets, sweep_machine_devices,
@@ -90,7 +90,7 @@ def test_ten_thousand_configs_in_two_minutes():
 
 
 def test_real_datasets_and_their_devices():
-    paths = [p for p in shared_datasets() if "32em64t-2n8c+dax+nvme" in p] + project_datasets()[:1]
+    paths = [p for p in hwloc_datasets() if "32em64t-2n8c+dax+nvme" in p] + project_datasets()[:1]
     if not paths:
         pytest.skip("no datasets")
     df = sweep_datasets(paths, vectors=[8], devices=[2], processes=1)

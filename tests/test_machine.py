@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from numalab.cpumask import parse_cpulist
-from numalab.datasets import shared_topologies
+from numalab.datasets import hwloc_dir
 from numalab.kernel.sched.topology import for_each_numa_hop_mask, sched_init_numa
 from numalab.models.machine import (compare_machines, distance_table, hierarchy_rects,
                                     hierarchy_table, hop_order_table, level_order,
@@ -150,10 +150,7 @@ def test_compare_machines_memory_only_nodes():
 
 
 def test_real_machines_load_and_compare():
-    shared = shared_topologies()
-    if shared is None:
-        pytest.skip("no ../shared/topologies/hwloc")
-    t = load(shared / "linux" / "128arm-2pa2n8cluster4co.tar.bz2")
+    t = load(hwloc_dir() / "linux" / "128arm-2pa2n8cluster4co.tar.bz2")
     df = compare_machines({"arm": t}).iloc[0]
     assert df["cpus"] == 128 and df["nodes"] == 4 and df["cluster_size"] == 4
     assert df["cluster_source"] == "sysfs"

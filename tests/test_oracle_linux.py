@@ -23,12 +23,11 @@ import pytest
 
 from numalab.cpumask import cpus as bits
 from numalab.cpumask import format_cpulist, parse_cpulist, parse_hexmask
-from numalab.datasets import load_options, shared_topologies
+from numalab.datasets import hwloc_dir, load_options
 from numalab.topology.safetar import read_archive
 from numalab.topology.sysfs import read_tar
 
-SHARED = shared_topologies()
-LINUX = SHARED / "linux" if SHARED else None
+LINUX = hwloc_dir() / "linux"
 
 
 def _dumps() -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from numalab.cpumask import mask_of, parse_cpulist
-from numalab.datasets import shared_topologies
+from numalab.datasets import hwloc_dir
 from numalab.errors import TopologyError
 from numalab.topology import load
 from numalab.topology.sysfs import arch_from_cpuinfo, parse_interrupts, read_dir, read_tar
@@ -308,9 +308,8 @@ def test_arch_from_cpuinfo(text, arch):
 
 # -- real dumps -------------------------------------------------------------------
 
-SHARED = shared_topologies()
-LINUX = SHARED / "linux" if SHARED else None
-needs_shared = pytest.mark.skipif(LINUX is None, reason="shared hwloc topologies not present")
+LINUX = hwloc_dir() / "linux"
+needs_shared = pytest.mark.skipif(not LINUX.is_dir(), reason="data/hwloc/linux is missing from the checkout")
 
 
 @needs_shared

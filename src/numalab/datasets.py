@@ -2,15 +2,21 @@
 
 A *dataset* is anything :func:`numalab.topology.load` reads: a sysfs dump
 (directory or tarball), hwloc XML, lscpu CSV, a ``.toml`` machine
-description, or a synthetic string. The book's default set is
+description, or a synthetic string. The book's data are part of the book:
+everything the default set names is under ``data/`` in the checkout.
 
-1. the project's own data: ``data/collected/*.tar.bz2`` (machines collected
-   with ``numalab collect``) and ``data/machines/*.toml`` (machines described
-   from the patches' published facts);
-2. the hwloc project's real machines in ``../shared/topologies/hwloc``
-   (``NUMALAB_SHARED`` overrides where that is), when present.
+* ``data/collected/*.tar.bz2``: machines collected with ``numalab collect``;
+* ``data/machines/*.toml``: machines described from the patches' published facts;
+* ``data/hwloc/linux/*.tar.bz2`` and ``data/hwloc/xml/*.xml``: the hwloc
+  project's real machines (BSD-3-Clause, ``data/hwloc/COPYING``). The
+  expected-output files beside the tarballs (``.console``, ``.xml``,
+  ``.test``) are hwloc's answers for those dumps, used by the oracle tests,
+  not machines of their own.
 
-``numalab build --data PATH ...`` replaces this set with the given paths.
+Lab dumps (``data/lab/``, made by ``numalab lab``) are a separate set,
+:func:`lab_datasets`, used where a chapter compares with real kernels, so no
+machine is counted twice. ``numalab build --data PATH ...`` replaces the
+default set with the given paths (any folder, ``../shared`` included).
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from .errors import NumalabError
 from .topology import is_synthetic, load
 from .topology.model import Topology
 
-__all__ = ["repo_root", "shared_topologies", "project_datasets", "shared_datasets",
-           "default_datasets", "load_datasets", "load_cached", "load_options", "label"]
+__all__ = ["repo_root", "data_dir", "hwloc_dir", "project_datasets", "hwloc_datasets",
+           "lab_datasets", "default_datasets", "load_datasets", "load_cached", "load_options",
+           "label"]
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -41,43 +48,42 @@ def repo_root(start: Path | None = None) -> Path:
                        "and notebooks/); run from inside it")
 
 
-def shared_topologies(root: Path | None = None) -> Path | None:
-    """The hwloc topology collection, or None when it is not beside the checkout."""
-    env = os.environ.get("NUMALAB_SHARED")
-    if env:
-        p = Path(env)
-        if (p / "linux").is_dir():
-            return p
-        if (p / "topologies" / "hwloc").is_dir():
-            return p / "topologies" / "hwloc"
-        return None
-    try:
-        base = root or repo_root()
-    except NumalabError:
-        return None
-    p = base.parent / "shared" / "topologies" / "hwloc"
-    return p if p.is_dir() else None
+def data_dir(root: Path | None = None) -> Path:
+    """The checkout's ``data/`` folder."""
+    return (root or repo_root()) / "data"
+
+
+def hwloc_dir(root: Path | None = None) -> Path:
+    """The hwloc collection carried by the project: ``data/hwloc``."""
+    return data_dir(root) / "hwloc"
 
 
 def project_datasets(root: Path | None = None) -> list[str]:
-    """The project's own datasets under ``data/``, sorted."""
-    base = (root or repo_root()) / "data"
+    """The project's own machines: ``data/collected`` dumps, then
+    ``data/machines`` descriptions, each sorted."""
+    base = data_dir(root)
     found = sorted(base.glob("collected/*.tar.bz2")) + sorted(base.glob("machines/*.toml"))
     return [str(p) for p in found]
 
 
-def shared_datasets(root: Path | None = None) -> list[str]:
-    """The hwloc collection's sysfs dumps and XML files, sorted (empty when absent)."""
-    shared = shared_topologies(root)
-    if shared is None:
-        return []
-    found = sorted(shared.glob("linux/*.tar.bz2")) + sorted(shared.glob("xml/*.xml"))
+def hwloc_datasets(root: Path | None = None) -> list[str]:
+    """The hwloc collection's machines: its sysfs dumps, then its XML exports,
+    each sorted (the expected-output files beside the dumps are not machines)."""
+    base = hwloc_dir(root)
+    found = sorted(base.glob("linux/*.tar.bz2")) + sorted(base.glob("xml/*.xml"))
     return [str(p) for p in found]
 
 
+def lab_datasets(root: Path | None = None) -> list[str]:
+    """Dumps of real kernels booted by ``numalab lab`` (``data/lab/*.tar.bz2``),
+    sorted; not part of :func:`default_datasets`."""
+    return [str(p) for p in sorted(data_dir(root).glob("lab/*.tar.bz2"))]
+
+
 def default_datasets(root: Path | None = None) -> list[str]:
-    """The book's default datasets: the project's, then the shared collection."""
-    return project_datasets(root) + shared_datasets(root)
+    """The book's default machines: :func:`project_datasets` then
+    :func:`hwloc_datasets`, all under ``data/``."""
+    return project_datasets(root) + hwloc_datasets(root)
 
 
 def label(dataset: str) -> str:
@@ -103,15 +109,17 @@ def load_options(dataset: str) -> dict:
     cpulists that overlap with no ``cpuN/nodeM`` link to settle them. The
     hwloc collection holds one hand-made dump with both on purpose
     (fakeheterocpunuma; hwloc itself reads it only with
-    HWLOC_DEBUG_ALLOW_OVERLAPPING_NODE_CPUSETS=1), so its datasets are read
-    with both allowed; the readers record a note when they use the leeway.
+    HWLOC_DEBUG_ALLOW_OVERLAPPING_NODE_CPUSETS=1), so the files under
+    ``data/hwloc`` are read with both allowed; the readers record a note when
+    they use the leeway. Any other file, and a copy of the collection kept
+    elsewhere, is read strictly.
     """
-    shared = shared_topologies()
-    if shared is None or is_synthetic(dataset) and not Path(dataset).exists():
+    if is_synthetic(dataset) and not Path(dataset).exists():
         return {}
+    path = Path(dataset).resolve()
     try:
-        Path(dataset).resolve().relative_to(shared.resolve())
-    except ValueError:
+        path.relative_to(hwloc_dir(repo_root(path.parent)).resolve())
+    except (ValueError, NumalabError):
         return {}
     if dataset.endswith(".xml"):
         return {"allow_asymmetric": True}

@@ -64,6 +64,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from .. import published as _published
 from ..topology.model import Topology
 from .refcount import Latencies, percpu_expected, relation, simulate
 
@@ -78,24 +79,11 @@ PAGE_SIZE = 4096
 #: The per-CPU figures of the seed's kperf output (client side), matched runs
 #: at ~48 GB/s. Keys: (phase, side); values: per worker (flow order) the
 #: throughput in Gbit/s, app CPU, app idle %, net CPU, net idle %.
-#: Transcribed from the patch's cover letter; tests re-read the seed file
-#: (when present) and check these numbers against it.
-SEED_KPERF = {
-    ("before", "tx"): {"gbps": [98.100, 102.798, 101.534, 82.794],
-                       "app_cpu": [60, 61, 62, 63], "app_idle": [36.24, 31.94, 29.79, 39.80],
-                       "net_cpu": [56, 57, 58, 59], "net_idle": [17.06, 75.68, 76.87, 74.97]},
-    ("before", "rx"): {"gbps": [98.092, 102.785, 101.523, 82.783],
-                       "app_cpu": [6, 5, 7, 4], "app_idle": [1.13, 2.54, 2.52, 15.33],
-                       "net_cpu": [2, 1, 3, 0], "net_idle": [24.51, 25.18, 26.34, 0.00]},
-    ("after", "tx"): {"gbps": [99.257, 101.013, 88.179, 101.002],
-                      "app_cpu": [60, 61, 62, 63], "app_idle": [87.21, 86.36, 88.31, 86.64],
-                      "net_cpu": [56, 57, 58, 59], "net_idle": [6.22, 69.53, 70.04, 71.18]},
-    ("after", "rx"): {"gbps": [99.250, 101.006, 88.171, 100.996],
-                      "app_cpu": [6, 7, 4, 5], "app_idle": [10.04, 7.79, 13.24, 7.86],
-                      "net_cpu": [2, 3, 0, 1], "net_idle": [28.02, 27.63, 0.00, 27.60]},
-}
+#: Read from the package's table of published figures (numalab.published);
+#: tests re-read the patch text (when present) and check them against it.
+SEED_KPERF = _published.kperf()
 #: Published throughput (GB/s, mean +/- spread over 5 runs).
-SEED_THROUGHPUT = {"before": (45.31, 3.17), "after": (48.67, 0.01)}
+SEED_THROUGHPUT = _published.devmem_throughput()
 
 _KPERF_CPU = re.compile(r"(net|app) CPU\s*(\d+):.*?idle:\s*([\d.]+)%")
 _KPERF_RATE = re.compile(r"\b(Tx|Rx)\s*([\d.]+) Gbps")

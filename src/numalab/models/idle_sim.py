@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import published as _published
 from ..errors import NumalabError
 from ..kernel.sched.ext_idle import (
     CostModel,
@@ -69,8 +70,8 @@ __all__ = ["SimParams", "SimResult", "simulate", "compare", "sensitivity",
            "dgx_b200", "dgx1", "machine", "node_walk_table", "latency_from_bench",
            "SEED_BEFORE_S", "SEED_AFTER_S"]
 
-SEED_BEFORE_S = 52.431     # cover letter: make -j, DGX B200, flat idle mask
-SEED_AFTER_S = 50.342      # ... with per-node idle masks
+SEED_BEFORE_S = _published.idle_b200()["before"]["mean"]  # make -j, DGX B200, flat idle mask
+SEED_AFTER_S = _published.idle_b200()["after"]["mean"]    # ... with per-node idle masks
 
 
 class SimParamError(NumalabError, ValueError):

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .. import published as _published
 from ..topology.model import Topology
 from .irq_bound import cached_view
 from .irq_load import irq_load
@@ -54,13 +55,10 @@ from .irq_load import irq_load
 __all__ = ["SEED_MEASUREMENT", "cpu_units", "job_cpus", "job_speed", "disk_throughput",
            "degradation", "calibrate", "seed_comparison"]
 
-#: The patch's published figures (fractions).
-SEED_MEASUREMENT = {
-    "before_degradation": 0.11,     # worst disk vs average, mainline
-    "after_degradation": 0.05,      # the same with the patch
-    "penalized_iops_gain": 0.12,    # disks penalised before: IOPS after / before - 1
-    "penalized_latency_change": -0.10,
-}
+#: The patch's published figures (fractions), from numalab.published.
+SEED_MEASUREMENT = {k: v for k, v in _published.irq_fio().items()
+                    if k in ("before_degradation", "after_degradation",
+                             "penalized_iops_gain", "penalized_latency_change")}
 
 
 def cpu_units(groups: Sequence[Sequence[int]], cpu_mask: int) -> dict[int, float]:

@@ -14,8 +14,9 @@ The data (all on the AMD EPYC 9A64 of the series, node0 = CPUs 0-63,128-191):
   usb 854131 / 967993 ns and 991417 / 935112 ns;
   intel_rapl_msr (platform, no node) 3717567 ns and 4849967 ns.
 
-:data:`PUBLISHED` holds these numbers; :func:`parse_seed` reads them back from
-the patch text (the tests check the two agree when the text is present).
+:data:`PUBLISHED` holds these numbers, read from the package's table of
+published figures (:mod:`numalab.published`); :func:`parse_seed` reads them
+back from a patch text (the tests check the two agree when the text is present).
 
 What is fitted: an NVMe probe's CPU time ``cpu_ms`` and hardware-wait time
 ``wait_ms`` (for each cut into ``rounds`` CPU/wait alternations, 1..8; the
@@ -43,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import published as _published
 from .probe import Device, Params, ProbeModelError, ProbeRun, simulate
 
 __all__ = ["PUBLISHED", "parse_seed", "seed_machine", "nvme_scenarios", "Fit", "fit_nvme",
@@ -51,24 +53,12 @@ __all__ = ["PUBLISHED", "parse_seed", "seed_machine", "nvme_scenarios", "Fit", "
 SEED_FILES = {"fix": "001_896d51b16a53b501.txt", "series": "000_dccbd2dd19606f08.txt"}
 
 # (driver, device, ns) in the order printed; tables keyed (source, phase).
+# "fix" is the PCI patch (published id 001), "series" the driver-core series (000).
+SOURCE_PATCH = {"fix": "001", "series": "000"}
 PUBLISHED: dict[tuple[str, str], list[tuple[str, str, int]]] = {
-    ("fix", "before"): [("nvme", "0000:01:00.0", 53372612), ("nvme", "0000:02:00.0", 49532941),
-                        ("nvme", "0000:03:00.0", 47315175)],
-    ("fix", "after"): [("nvme", "0000:01:00.0", 34765890), ("nvme", "0000:02:00.0", 34696433),
-                       ("nvme", "0000:03:00.0", 33233323)],
-    ("series", "before"): [("nvme", "0000:01:00.0", 54013202), ("nvme", "0000:02:00.0", 53968911),
-                           ("nvme", "0000:03:00.0", 48077276),
-                           ("mlx5_core", "0000:41:00.0", 506256717),
-                           ("mlx5_core", "0000:41:00.1", 514289394),
-                           ("usb", "1-2.4", 854131), ("usb", "1-2.6", 967993),
-                           ("intel_rapl_msr", "intel_rapl_msr.0", 3717567)],
-    ("series", "after"): [("nvme", "0000:01:00.0", 34244206), ("nvme", "0000:02:00.0", 33883391),
-                          ("nvme", "0000:03:00.0", 33943040),
-                          ("mlx5_core", "0000:41:00.0", 507206174),
-                          ("mlx5_core", "0000:41:00.1", 514927642),
-                          ("usb", "1-2.4", 991417), ("usb", "1-2.6", 935112),
-                          ("intel_rapl_msr", "intel_rapl_msr.0", 4849967)],
-}
+    (source, phase): [(r["driver"], r["device"], r["ns"])
+                      for r in _published.probe_rows(pid, phase)]
+    for source, pid in SOURCE_PATCH.items() for phase in ("before", "after")}
 # The policy that produced each phase of each source.
 PHASE_POLICY = {("fix", "before"): "mainline", ("fix", "after"): "pf-wq-worker",
                 ("series", "before"): "mainline", ("series", "after"): "driver-core"}
@@ -326,18 +316,12 @@ def reproduce(nvme: dict | None = None, topo=None, seed: int = 0):
 
 
 def seed_text(name: str) -> str | None:
-    """The text of a seed file beside the checkout, or None when absent."""
-    from ..datasets import shared_topologies
-    hw = shared_topologies()
-    candidates = []
-    if hw is not None:
-        candidates.append(Path(hw).parent.parent / "seeds" / name)
+    """The text of a patch file in ``../shared/seeds`` beside the checkout, or
+    None when absent. Only the tests use it, to check :data:`PUBLISHED`
+    against the posted text; nothing in the book needs it."""
     try:
         from ..datasets import repo_root
-        candidates.append(repo_root().parent / "shared" / "seeds" / name)
+        path = repo_root().parent / "shared" / "seeds" / name
     except Exception:   # noqa: BLE001
-        pass
-    for c in candidates:
-        if c.is_file():
-            return c.read_text(encoding="utf-8", errors="replace")
-    return None
+        return None
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
