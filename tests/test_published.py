@@ -101,3 +101,20 @@ def test_fio_fractions_are_the_posted_ones():
     assert f"+{pct(f['penalized_iops_gain'])} IOPS, {pct(f['penalized_latency_change'])} lower latency" in text
     assert f"{f['jobs_per_disk']} jobs/disk" in text
     assert f"{f['disks']} NVMe data disks ({f['vectors_per_disk']} MSI-X vectors each)" in text
+
+
+def test_devmem_summary_is_the_posted_one():
+    text = text_of("002")
+    s = P.table()["devmem"]["summary"]
+    assert f"- {s['message_mb']}MB message sizes" in text
+    for side in ("tx_app_idle", "rx_app_idle"):
+        for phase in ("before", "after"):
+            assert f"{phase.capitalize()}: {s[side][phase]}%" in text
+
+
+@pytest.mark.parametrize("pid,phrase", [("001", "a {} % probe-time improvement"),
+                                        ("000", "~{} % faster"),
+                                        ("003", "approximately +{}%")])
+def test_headlines_are_the_posted_wording(pid, phrase):
+    (value,) = P.table()["headlines"][pid].values()
+    assert phrase.format(round(value * 100)) in text_of(pid)

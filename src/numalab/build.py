@@ -61,7 +61,8 @@ __all__ = ["KNOWN_CHAPTERS", "FRONT_MATTER", "BACK_MATTER", "Project", "Job",
 KNOWN_CHAPTERS = ["01-machine", "02-group-cpus", "03-probing", "04-idle-masks",
                   "05-percpu-ref"]
 FRONT_MATTER = "intro"
-BACK_MATTER = ["rerun", "reviewers-guide"]
+BACK_MATTER = ["rerun", "reviewers-guide", "errata"]
+GUIDE = "reviewers-guide"
 INPUTS_FILE = ".numalab-inputs"
 KEEP_PER_NOTEBOOK = 4          # cached executions kept per notebook
 CELL_TIMEOUT = 1800            # seconds; a runaway cell fails instead of hanging
@@ -590,10 +591,12 @@ def _vega_bundle(project: Project) -> bytes:
     return path.read_bytes()
 
 
-def _book_plan(project: Project, chapters: dict[str, Path]) -> dict[str, bytes | Path]:
+def _book_plan(project: Project, chapters: dict[str, Path],
+               datasets: list[str]) -> dict[str, bytes | Path]:
     """Everything the staged book source holds: relative path -> content
-    (bytes) or a file to copy."""
-    from . import render
+    (bytes) or a file to copy. The reviewer's guide and the front page's
+    provenance are generated from the executed chapters (numalab.bookpages)."""
+    from . import bookpages, render
     if not project.config.is_file():
         raise NumalabError(f"{project.config}: missing (the book's jupyter-book configuration)")
     plan: dict[str, bytes | Path] = {"_config.yml": project.config}
@@ -609,6 +612,13 @@ def _book_plan(project: Project, chapters: dict[str, Path]) -> dict[str, bytes |
             if src.is_file():
                 plan[str(src.relative_to(project.book))] = src
     order = chapter_order(chapters)
+    ordered = {stem: chapters[stem] for stem in order}
+    plan[f"{GUIDE}.md"] = bookpages.guide_page(
+        (project.book / f"{GUIDE}.md").read_text(encoding="utf-8"), ordered,
+        KNOWN_CHAPTERS).encode()
+    plan[f"{FRONT_MATTER}.md"] = ((project.book / f"{FRONT_MATTER}.md").read_text(encoding="utf-8")
+                                  + bookpages.provenance_section(project.root, ordered,
+                                                                 datasets, path_digest)).encode()
     plan["_toc.yml"] = toc_yaml(order).encode()
     for stem in order:
         plan[f"notebooks/{stem}.ipynb"] = chapters[stem]
@@ -731,7 +741,7 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
             return 1
 
         chapters = {j.stem: j.executed for j in all_jobs if j.executed is not None}
-        plan = _book_plan(project, chapters)
+        plan = _book_plan(project, chapters, datasets)
         digest = _plan_digest(plan)
         index = project.html / "index.html"
         recorded = project.html / INPUTS_FILE

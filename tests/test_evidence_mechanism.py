@@ -1,0 +1,121 @@
+"""numalab.evidence: roles, calibrations, spread, generated prose, checked
+claims, findings and the generated guide; chapter 1's generated sentences."""
+
+import json
+
+import pytest
+
+from numalab import evidence as ev
+from numalab.bookpages import guide_page, provenance_section
+from numalab.errors import NumalabError
+from numalab.evidence.findings import MIME, Finding, collect_findings, render_guide
+from numalab.models import machine_text as T
+from numalab.topology import load
+
+
+def test_value_roles_are_closed():
+    assert ev.ROLES == ("measured", "fitted", "predicted", "assumed", "published")
+    with pytest.raises(ValueError):
+        ev.Value(1.0, "reproduced")
+    assert ev.Value(2.5, "assumed", "ns", spread=(1, 4)).text() == "2.5 ns (assumed, range 1-4 ns)"
+
+
+def test_calibration_refuses_a_fitted_target_as_prediction():
+    cal = ev.Calibration("m")
+    cal.fit("a", 10.0)
+    with pytest.raises(ev.FittedTargetError):
+        cal.predicted("a", 10.1)
+    assert cal.predicted("b", 3.0).role == "predicted"
+    rows = cal.table([cal.compare("a", 10.1), cal.compare("b", 3.0, published=2.0)])
+    assert rows["comparison"].tolist() == ["fit quality", "held-out test"]
+    assert rows["role"].tolist() == ["fitted", "predicted"]
+    with pytest.raises(ValueError):
+        cal.compare("c", 1.0)          # a held-out figure must be given
+
+
+def test_spread_needs_five_seeds_and_reports_range():
+    with pytest.raises(ValueError, match="at least 5 seeds"):
+        ev.over_seeds(lambda s: s, seeds=range(3))
+    s = ev.over_seeds(lambda s: [3, 1, 2, 5, 4][s])
+    assert (s.median, s.low, s.high) == (3.0, 1.0, 5.0)
+    assert s.value(unit="%").spread == (1.0, 5.0)
+    with pytest.raises(ValueError, match="non-finite"):
+        ev.over_seeds(lambda s: float("nan"))
+
+
+def test_scope_phrases():
+    assert ev.count_of(41, 53, "machine") == "41 of 53 machines"
+    assert ev.share_phrase(0, 2, "seed") == "on none of the 2 seeds"
+    assert ev.say("{x} and {y}", x=0.123456, y="z") == "0.123 and z"
+
+
+def test_claim_quotes_the_sentence():
+    with pytest.raises(ev.ClaimFailed, match='"groups never overlap"'):
+        ev.claim(False, "groups never overlap")
+
+
+def _notebook_with(records, tmp_path):
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# A title\n"}]
+    for r in records:
+        bundle = r._repr_mimebundle_()
+        cells.append({"cell_type": "code", "metadata": {}, "execution_count": 1, "source": "",
+                      "outputs": [{"output_type": "display_data", "metadata": {},
+                                   "data": bundle}]})
+    p = tmp_path / "02-x.ipynb"
+    p.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                             "nbformat_minor": 5}))
+    return p
+
+
+def test_findings_round_trip_through_an_executed_notebook(tmp_path):
+    recs = [ev.finding("02-x", "004", "ch2-a", "28 CPUs stack.", cpus=28),
+            ev.kernel_modelled("02-x", "ch2-a", "lib/group_cpus.c of Linux 7.2"),
+            ev.measured_on("02-x", "ch2-a", "a 2-vCPU VM")]
+    assert MIME in recs[0]._repr_mimebundle_()
+    nb = _notebook_with(recs, tmp_path)
+    got = collect_findings(nb)
+    assert [f.kind for f in got] == ["finding", "kernel", "measured"]
+    assert got[0].values == {"cpus": 28}
+    page = guide_page("x\n<!-- findings: 004 -->\n<!-- findings: 002 -->\n", {"02-x": nb}, [])
+    assert "- 28 CPUs stack. ({ref}`A title <ch2-a>`)" in page
+    assert "*(the chapter that computes these was not built)*" in page   # 002's chapter absent
+    prov = provenance_section(tmp_path, {"02-x": nb}, ["numa:2 core:2"], lambda p: "0" * 64)
+    assert "lib/group_cpus.c of Linux 7.2" in prov and "a 2-vCPU VM" in prov
+    assert "| `numa:2 core:2` | `numa:2 core:2` | `synthetic` |" in prov
+
+
+def test_a_finding_without_a_marker_fails_the_build():
+    f = Finding("02-x", "009", "ch2-a", "lost")
+    with pytest.raises(NumalabError, match="no marker for findings"):
+        render_guide("no markers here", [f], {})
+
+
+def test_bad_labels_are_refused():
+    with pytest.raises(ValueError):
+        Finding("c", "k", "has space", "t")
+
+
+def test_chapter_one_claims_fail_on_a_contradiction(monkeypatch):
+    t = load("numa:2 core:2 pu:1")
+    assert T.check_hop_claims({"m": t}) == 1
+    import numalab.models.machine_text as mt
+    monkeypatch.setattr(mt, "for_each_node_numadist", lambda topo, n: [1, 0] if n == 0 else [0, 1])
+    with pytest.raises(ev.ClaimFailed, match="by distance, then by node id"):
+        T.check_hop_claims({"m": t})
+
+
+def test_chapter_one_sentences_follow_the_data():
+    two = load("numa:2 core:2 pu:2")
+    ring = load("numa:4 core:1", distances=[[10, 20, 30, 20], [20, 10, 20, 30],
+                                             [30, 20, 10, 20], [20, 30, 20, 10]])
+    assert "2 NUMA nodes" in T.describe_hierarchy("a", two)
+    assert "2 distinct remote values (20, 30)" in T.describe_distances("r", ring)
+    assert "3 hop levels add 1, 2, 1 CPUs" in T.describe_hops("r", ring, 0)
+    assert "meet 4 ties" in T.describe_walk("r", ring)
+    assert "never decide" in T.describe_walk("a", two)
+    from numalab.models.machine import compare_machines
+    cmp = compare_machines({"a": two, "r": ring})
+    text = T.describe_collection(cmp)
+    assert "Of the 2 machines of this build, 2 have more than one node" in text
+    assert "1 of 2 machines has exactly two hop levels" in text
+    assert "the data of all 2 machines give a SLIT" in text
