@@ -160,8 +160,8 @@ def describe_collection(cmp: pd.DataFrame) -> str:
     smt = f["machines with SMT"]
     slit = n - f["machines without a SLIT (10/20 default)"]
     s += (f"{count_of(smt, n, 'machine').capitalize()} {plural(smt, 'has', 'have')} SMT, and "
-          f"the data of {count_of(slit, n, 'machine')} give a SLIT (the others get the "
-          "kernel's 10/20 default).")
+          f"the data of {count_of(slit, n, 'machine')} give a SLIT")
+    s += "." if slit == n else " (the others get the kernel's 10/20 default)."
     return s
 
 
