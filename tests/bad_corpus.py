@@ -353,6 +353,27 @@ def _kept_asymmetric(topo) -> None:
     assert topo.distances == [[10, 20], [30, 10]]
 
 
+def _no_matrix(topo) -> None:
+    assert topo.node_ids == [0, 1] and topo.distances == []
+    assert topo.distance(0, 1) == 20          # the kernel's default
+
+
+def _all_online(topo) -> None:
+    assert topo.online == 0xF and sorted(topo.cpus) == [0, 1, 2, 3]
+
+
+def _one_node_matrix(topo) -> None:
+    assert topo.node_ids == [0] and topo.distances == [[10]] and topo.nodes[0].cpus == 0xF
+
+
+def _two_of_three(topo) -> None:
+    assert topo.node_ids == [0, 1] and topo.distances == [[10, 20], [20, 10]]
+
+
+def _core_id_zero(topo) -> None:
+    assert topo.cpus[0].core == 0 and topo.cpus[0].thread_siblings == 0b11
+
+
 XML_HEAD = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 
 
@@ -426,9 +447,56 @@ def build_cases() -> list[Case]:
     cases += S("distance-words", "node0/distance holds 'ten twenty'",
                set={f"{NODE}/node0/distance": "ten twenty\n"}, path=f"{NODE}/node0/distance",
                problem="not a list of integers")
-    cases += S("distance-one-missing", "node1 has no distance file while node0 has one",
-               drop=(f"{NODE}/node1/distance",), path=f"{NODE}/node1/distance",
-               problem="missing while other nodes have one")
+    # what hwloc reads, numalab reads (hwloc's topology-linux.c), with a note
+    cases += S("distance-one-missing", "node1 has no distance file while node0 has one: "
+               "hwloc drops the matrix; accepted without one (10/20 default), with a note",
+               drop=(f"{NODE}/node1/distance",), note="distance file missing or empty for "
+               "node(s) 1", check=_no_matrix)
+    cases += S("distance-empty-file", "node1/distance is empty (a copy that lost its "
+               "content): as a missing file", set={f"{NODE}/node1/distance": ""},
+               note="distance file missing or empty for node(s) 1", check=_no_matrix)
+    cases += S("distance-per-possible-node", "node1 offline (node/online 0, node/possible "
+               "0-1, no node1 folder) and node0/distance still has one entry per possible "
+               "node, '10 20' (a real hwloc test dump): node0's own entry kept, with a note",
+               set={f"{NODE}/online": "0\n", f"{NODE}/possible": "0-1\n",
+                    f"{NODE}/node0/cpulist": "0-3\n"},
+               drop=(f"{NODE}/node1",),
+               links={f"{CPU}/cpu2/node1": None, f"{CPU}/cpu3/node1": None,
+                      f"{CPU}/cpu2/node0": "../../node/node0",
+                      f"{CPU}/cpu3/node0": "../../node/node0"},
+               note="one per possible node", check=_one_node_matrix)
+    cases += S("node-online-no-folder", "node/online lists node 2, which has no folder; the "
+               "rows have one entry per online node: the two nodes read, with a note",
+               set={f"{NODE}/online": "0-2\n", f"{NODE}/possible": "0-2\n",
+                    f"{NODE}/node0/distance": "10 20 30\n",
+                    f"{NODE}/node1/distance": "20 10 30\n"},
+               note="node/online lists node(s) 2 that have no folder", check=_two_of_three)
+    cases += S("distance-unexplained", "node/online and node/possible say 2 nodes, every "
+               "row has 3 entries: nothing says which entry is whose",
+               set={f"{NODE}/online": "0-1\n", f"{NODE}/possible": "0-1\n",
+                    f"{NODE}/node0/distance": "10 20 30\n",
+                    f"{NODE}/node1/distance": "20 10 30\n"},
+               path=f"{NODE}/node0/distance", problem="has 3 entries, expected 2")
+    cases += S("node-offline-with-cpus", "node/online says 0 while the node1 folder lists "
+               "CPUs 2-3: a contradiction that changes each CPU's node",
+               set={f"{NODE}/online": "0\n"}, path=f"{NODE}/node1",
+               problem="node1 is not in node/online (0) but its cpulist holds CPUs 2-3")
+    # -- CPUs online ----------------------------------------------------------------------
+    cases += S("cpu-online-file-empty", "no cpu/online; cpu0/online is empty (an Itanium "
+               "Superdome dump): read as online, as hwloc does, with a note",
+               drop=(f"{CPU}/online",),
+               set={f"{CPU}/cpu0/online": "", **{f"{CPU}/cpu{c}/online": "1\n"
+                                                 for c in (1, 2, 3)}},
+               note="empty cpuN/online file for CPU(s) 0", check=_all_online)
+    cases += S("no-online-cpu", "no cpu/online and every cpuN/online says 0: no CPU at all",
+               drop=(f"{CPU}/online",), set={f"{CPU}/cpu{c}/online": "0\n" for c in range(4)},
+               path=CPU, problem="no online CPU")
+    cases += S("core-id-empty", "cpu0/topology/core_id is empty: read as missing (0), as "
+               "hwloc does, with a note", set={f"{CPU}/cpu0/topology/core_id": ""},
+               note="empty file(s) where the kernel prints a number", check=_core_id_zero)
+    cases += S("topology-file-missing", "cpu0/topology/core_id is absent (the PS3 dump has "
+               "no core_id at all): 0, with a note", drop=(f"{CPU}/cpu0/topology/core_id",),
+               note="topology files missing: core_id for CPU(s) 0", check=_core_id_zero)
     # -- bytes that are not text ----------------------------------------------------------
     cases += S("non-utf8-online", "cpu/online holds byte 0xff",
                set={f"{CPU}/online": b"0-3\xff\n"}, path=f"{CPU}/online",

@@ -8,9 +8,10 @@ import pytest
 from numalab.cpumask import parse_cpulist
 from numalab.datasets import hwloc_dir
 from numalab.kernel.sched.topology import for_each_numa_hop_mask, sched_init_numa
-from numalab.models.machine import (compare_machines, distance_table, hierarchy_rects,
-                                    hierarchy_table, hop_order_table, level_order,
-                                    node_pair_table, pick_contrast, pick_focus)
+from numalab.models.machine import (MACHINE_TABLE_COLUMNS, compare_machines, distance_table,
+                                    hierarchy_rects, hierarchy_table, hop_order_table,
+                                    level_order, machine_table, node_pair_table, pick_contrast,
+                                    pick_focus)
 from numalab.topology import load
 from numalab.topology.model import CPU, Node, Topology
 
@@ -171,3 +172,27 @@ def test_pick_focus_and_contrast():
         pick_focus(m, "nope")
     assert pick_contrast(m) == "two"                            # 3 levels beats 2
     assert pick_contrast(m, max_nodes=2) == "three"
+
+
+def test_machine_table_shows_reader_notes(tmp_path):
+    """Chapter 1's table: a dump read with a quirk carries the reader's note,
+    a clean description carries none."""
+    from bad_corpus import CPU, NODE, _write_tree, good_files, good_links
+
+    files = good_files()
+    del files[f"{CPU}/online"]
+    files[f"{CPU}/cpu0/online"] = b""                     # the Superdome quirk
+    files[f"{NODE}/node1/distance"] = b""                 # a copy that lost its content
+    _write_tree(tmp_path / "box", files, good_links())
+    machines = {"quirky": load(tmp_path / "box"), "clean": load("numa:2 core:2")}
+    table = machine_table(machines).set_index("machine")
+    assert list(table.columns) == MACHINE_TABLE_COLUMNS[1:]
+    q = table.loc["quirky"]
+    assert q["note_count"] == len(machines["quirky"].meta["notes"]) >= 2
+    assert "empty cpuN/online file for CPU(s) 0" in q["notes"]
+    assert "distance file missing or empty for node(s) 1" in q["notes"]
+    assert not q["slit"]                                  # the matrix was dropped
+    c = table.loc["clean"]
+    assert c["note_count"] == 0 and c["notes"] == ""
+    # the same frame whether given the machines or compare_machines()'s output
+    assert machine_table(compare_machines(machines)).equals(machine_table(machines))

@@ -136,7 +136,7 @@ def test_bad_distance_row(tmp_path):
     with pytest.raises(TopologyError) as e:
         read_dir(dump(tmp_path, machine(nodes=nodes, distances=dist)))
     assert e.value.path.endswith("m1/sys/devices/system/node/node1/distance")
-    assert e.value.problem == "has 3 entries, expected 4"
+    assert e.value.problem.startswith("has 3 entries, expected 4: ")
 
 
 def test_overlapping_node_masks_use_cpu_node_link(tmp_path):
@@ -377,3 +377,151 @@ def test_error_in_tarball_names_member(tmp_path):
         load(tb)
     assert e.value.path == f"{tb}:box/sys/devices/system/cpu/online"
     assert "bad cpulist region '0-'" in e.value.problem
+
+
+# -- quirks of real dumps that hwloc reads: read, each with a note ----------------------
+
+NODE = "sys/devices/system/node"
+CPU = "sys/devices/system/cpu"
+
+
+def _notes(topo, piece):
+    return [n for n in topo.meta["notes"] if piece in n]
+
+
+def test_empty_cpu_online_file_is_online(tmp_path):
+    """An Itanium Superdome dump: no cpu/online (old kernel) and cpu0/online
+    empty. hwloc's look_sysfscpu() keeps a CPU whose file reads 0 bytes."""
+    files = machine()
+    del files[f"{CPU}/online"]
+    files[f"{CPU}/cpu0/online"] = ""
+    files[f"{CPU}/cpu1/online"] = "1\n"
+    files[f"{CPU}/cpu2/online"] = "0\n"          # a real offline CPU stays offline
+    files[f"{CPU}/cpu3/online"] = b"\0"           # NUL padding alone: no digit either
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.online == 0b1011 and sorted(topo.cpus) == [0, 1, 3]
+    assert _notes(topo, "empty cpuN/online file for CPU(s) 0,3")
+
+
+def test_no_online_cpu_is_refused(tmp_path):
+    files = machine()
+    del files[f"{CPU}/online"]
+    for c in range(4):
+        files[f"{CPU}/cpu{c}/online"] = "0\n"
+    with pytest.raises(TopologyError, match="no online CPU"):
+        read_dir(dump(tmp_path, files))
+
+
+def test_distance_row_per_possible_node_picks_the_right_columns(tmp_path):
+    """node1 offline in the middle: the rows list possible nodes 0, 1, 2.
+    hwloc keeps the first two entries (10 15 / 30 25); the kernel's own
+    columns for nodes 0 and 2 are the first and the third."""
+    files = machine(nodes=((0, "0-1", 1), (2, "2-3", 1)),
+                    distances=[[10, 15, 30], [30, 25, 10]])
+    files[f"{NODE}/online"] = "0,2\n"
+    files[f"{NODE}/possible"] = "0-2\n"
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.node_ids == [0, 2]
+    assert topo.distances == [[10, 30], [30, 10]]
+    assert _notes(topo, "one per possible node (node/possible 0-2)")
+
+
+def test_distance_row_longer_without_possible_file_uses_node_ids(tmp_path):
+    """The dump in the issue: one node left, its row '10 20', and no
+    node/possible to say more: entry i is node i."""
+    files = machine(distances=[[10, 20]])
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.node_ids == [0] and topo.distances == [[10]]
+    assert _notes(topo, "one per node id 0-1")
+
+
+def test_online_node_without_folder_sparse_ids(tmp_path):
+    files = machine(nodes=((0, "0-1", 1), (2, "2-3", 1)),
+                    distances=[[10, 21, 31], [31, 22, 10]])
+    files[f"{NODE}/online"] = "0-2\n"
+    files[f"{NODE}/possible"] = "0-3\n"
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.node_ids == [0, 2] and topo.distances == [[10, 31], [31, 10]]
+    assert _notes(topo, "node/online lists node(s) 1 that have no folder")
+    assert _notes(topo, "one per online node")
+
+
+def test_offline_node_folder_is_not_read(tmp_path):
+    """A folder that node/online does not list is an offline node: hwloc's
+    list_sysfsnode() takes its nodes from node/online."""
+    files = machine(nodes=((0, "0-3", 1), (1, "", 1)), distances=[[10], [10]])
+    files[f"{NODE}/online"] = "0\n"
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.node_ids == [0] and topo.distances == [[10]]
+    assert _notes(topo, "node folder(s) 1 not in node/online (0)")
+
+
+def test_rows_of_different_lengths_are_refused(tmp_path):
+    files = machine(nodes=((0, "0-1", 1), (1, "2-3", 1)), distances=[[10, 20, 30], [20, 10]])
+    with pytest.raises(TopologyError) as e:
+        read_dir(dump(tmp_path, files))
+    assert e.value.path.endswith("node/node0/distance")
+    assert e.value.problem.startswith("has 3 entries, expected 2")
+
+
+def test_missing_distance_file_drops_the_matrix(tmp_path):
+    files = machine(nodes=((0, "0", 1), (1, "1", 1), (2, "2-3", 1)),
+                    distances=[[10, 30, 40], [30, 10, 40], [40, 40, 10]])
+    del files[f"{NODE}/node2/distance"]
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.distances == [] and topo.distance(0, 2) == 20
+    assert _notes(topo, "distance file missing or empty for node(s) 2")
+
+
+def test_empty_number_files_read_as_missing(tmp_path):
+    files = machine()
+    files[f"{CPU}/cpu1/topology/physical_package_id"] = "\n"
+    del files[f"{CPU}/cpu1/topology/thread_siblings_list"]
+    files[f"{CPU}/cpu1/topology/thread_siblings"] = ""        # the hex form, empty
+    files["sys/bus/pci/devices/0000:00:01.0/numa_node"] = ""
+    files["sys/bus/pci/devices/0000:00:01.0/class"] = "0x010802\n"
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.cpus[1].package == 0 and topo.cpus[1].thread_siblings == 1 << 1
+    assert [p.numa_node for p in topo.pci] == [-1]
+    assert _notes(topo, "3 empty file(s) where the kernel prints a number or a hex mask")
+
+
+def test_missing_topology_files_are_noted(tmp_path):
+    files = machine()
+    for c in (2, 3):
+        del files[f"{CPU}/cpu{c}/topology/thread_siblings_list"]
+        del files[f"{CPU}/cpu{c}/topology/core_id"]
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.cpus[2].thread_siblings == 1 << 2 and topo.cpus[2].core == 0
+    assert _notes(topo, "core_id for CPU(s) 2-3; thread_siblings for CPU(s) 2-3")
+    assert not _notes(read_dir(dump(tmp_path, machine(), name="m2")), "topology files missing")
+
+
+@needs_shared
+def test_real_ps3_topology_files_missing_noted():
+    topo = read_tar(LINUX / "2ps3-2t.tar.bz2")
+    assert _notes(topo, "physical_package_id for CPU(s) 0-1")
+
+
+def test_show_prints_and_exports_the_notes(tmp_path, capsys):
+    from numalab.cli import main
+
+    files = machine(distances=[[10, 20]])              # a row with a possible node's entry
+    path = str(dump(tmp_path, files))
+    assert main(["show", path]) == 0
+    text = capsys.readouterr().out
+    assert "  note: node distance rows have 2 entries for 1 node(s) read" in text
+    assert main(["show", "--json", path]) == 0
+    import json
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("one per node id 0-1" in n for n in notes)
+
+
+def test_huge_node_id_in_a_note_builds_no_mask(tmp_path):
+    """Found by fuzzing: a node99999999999 folder (a legal name) once made a
+    note build a 12 GB mask to print the node list."""
+    files = machine(nodes=((0, "0-3", 1), (99999999999, "", 1)))
+    files[f"{NODE}/node0/distance"] = "10 20\n"
+    topo = read_dir(dump(tmp_path, files))
+    assert topo.node_ids == [0, 99999999999] and topo.distances == []
+    assert _notes(topo, "distance file missing or empty for node(s) 99999999999")

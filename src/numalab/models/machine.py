@@ -13,7 +13,8 @@ row, ready for :mod:`numalab.charts`:
   the nodes and CPUs that join ``sched_numa_hop_mask(node, hop)``;
 * :func:`node_pair_table` -- per pair of nodes: distance, the scheduler hop
   at which one reaches the other, the rank in ``for_each_node_numadist()``;
-* :func:`compare_machines` -- one row per machine.
+* :func:`compare_machines` -- one row per machine, with the reader's notes;
+* :func:`machine_table` -- the columns of chapter 1's machine table.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from ..kernel.sched.topology import (for_each_node_numadist, for_each_numa_hop_m
 from ..topology.model import Topology
 
 __all__ = ["LEVELS", "level_order", "hierarchy_table", "hierarchy_rects", "distance_table",
-           "hop_order_table", "node_pair_table", "compare_machines", "pick_focus",
-           "pick_contrast"]
+           "hop_order_table", "node_pair_table", "compare_machines", "reader_notes",
+           "MACHINE_TABLE_COLUMNS", "machine_table", "pick_focus", "pick_contrast"]
 
 #: The levels of the hierarchy drawing, outermost first.
 LEVELS = ["package", "die", "node", "cluster", "core", "thread"]
@@ -250,7 +251,16 @@ def compare_machines(machines: dict[str, Topology]) -> pd.DataFrame:
     ``distance_ratio`` (max / min off-diagonal), ``slit`` (True when the dump
     gave a table, False for the 10/20 default), ``cluster_source`` (where
     the cluster masks came from: "sysfs", or a fallback such as "l2" or
-    "self"; several joined with "+"), ``source``.
+    "self"; several joined with "+"), ``source``, ``note_count`` and
+    ``notes`` (the reader's notes, ``meta["notes"]``: the quirks it read
+    instead of refusing, such as a distance row with one entry per possible
+    node; joined with " | ", "" when none).
+
+    >>> from numalab.topology import load
+    >>> t = load("numa:2 core:2")
+    >>> t.meta["notes"] = ["a quirk", "another"]
+    >>> compare_machines({"m": t})[["note_count", "notes"]].values.tolist()
+    [[2, 'a quirk | another']]
     """
     rows = []
     for label, t in machines.items():
@@ -281,8 +291,48 @@ def compare_machines(machines: dict[str, Topology]) -> pd.DataFrame:
             "slit": bool(t.distances),
             "cluster_source": "+".join(sources),
             "source": t.source,
+            **reader_notes(t),
         })
     return pd.DataFrame(rows)
+
+
+def reader_notes(topo: Topology) -> dict[str, object]:
+    """The reader's notes on one machine, as two table cells: ``note_count``
+    and ``notes`` (joined with " | ", "" when none).
+
+    >>> from numalab.topology import load
+    >>> reader_notes(load("core:2"))
+    {'note_count': 0, 'notes': ''}
+    """
+    notes = [str(n) for n in topo.meta.get("notes", [])]
+    return {"note_count": len(notes), "notes": " | ".join(notes)}
+
+
+#: The columns of chapter 1's machine table, the reader's notes last.
+MACHINE_TABLE_COLUMNS = ["machine", "role", "arch", "cpus", "packages", "dies", "nodes",
+                         "memory_only_nodes", "clusters", "cores", "smt", "cluster_size",
+                         "distance_levels", "distance_ratio", "slit", "cluster_source",
+                         "note_count", "notes"]
+
+
+def machine_table(machines: dict[str, Topology] | pd.DataFrame) -> pd.DataFrame:
+    """Chapter 1's table of the machines: :func:`compare_machines` cut to
+    :data:`MACHINE_TABLE_COLUMNS`, so that each machine shows what the reader
+    noted about its dump (``note_count``, ``notes``) and the role of its
+    facts (``role``: measured, published or assumed; see
+    :func:`numalab.models.machine_text.dataset_role`).
+
+    Input: ``{label: Topology}`` or the frame :func:`compare_machines`
+    returned. Output: one row per machine.
+
+    >>> from numalab.topology import load
+    >>> list(machine_table({"m": load("numa:2 core:2")}).columns[-2:])
+    ['note_count', 'notes']
+    """
+    from .machine_text import dataset_role
+    df = machines if isinstance(machines, pd.DataFrame) else compare_machines(machines)
+    df = df.assign(role=[dataset_role(s) for s in df["source"]])
+    return df[MACHINE_TABLE_COLUMNS]
 
 
 def pick_focus(machines: dict[str, Topology], focus: str = "",

@@ -209,7 +209,8 @@ class Topology:
 
     # -- output ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The stable JSON form used by ``numalab show --json``."""
+        """The stable JSON form used by ``numalab show --json``, ending with
+        the reader's ``notes``."""
         clusters_per_node = {}
         for n in self.node_ids:
             clusters_per_node[n] = len({c.cluster_cpus or (1 << c.id)
@@ -238,4 +239,7 @@ class Topology:
             "pci": [dataclasses.asdict(p) for p in self.pci],
             "blk_mq": {d: [format_cpulist(m) for m in ms] for d, ms in self.blk_mq.items()},
             "irqs": len(self.irqs),
+            # what the reader assumed or settled (``meta["notes"]``): the
+            # quirks of a real dump it read instead of refusing
+            "notes": list(self.meta.get("notes", [])),
         }

@@ -22,7 +22,13 @@ What is read, and from where (all paths inside the dump):
   ``proc/interrupts``, ``proc/irq/N/*affinity_list``.
 
 Every input problem is a :class:`~numalab.errors.TopologyError` naming the
-file inside the dump.
+file inside the dump. Real dumps carry quirks that hwloc's Linux backend
+(``hwloc/topology-linux.c``) tolerates: an empty ``cpuN/online``, a
+``distance`` row with one entry per possible node, a missing ``distance``
+or ``topology/`` file, empty number files. Those are read, each with a note
+in ``meta["notes"]`` (``numalab show`` prints them, chapter 1's machine
+table lists them); only a dump with no online CPU, or one that contradicts
+itself in a way that changes the answer, is refused.
 """
 
 from __future__ import annotations
@@ -32,13 +38,14 @@ import re
 import stat
 from pathlib import Path
 
-from ..cpumask import MAX_CPUS, CpumaskSyntaxError, cpus, parse_cpulist, parse_hexmask
+from ..cpumask import (MAX_CPUS, CpumaskSyntaxError, cpus, format_cpulist, parse_cpulist,
+                       parse_hexmask)
 from ..errors import TopologyError
 from .model import CPU, IRQ, Node, PCIDevice, Topology
 from .safetar import MAX_MEMBER_BYTES, MemTree, read_archive
 
 __all__ = ["read_dir", "read_tar", "read_source", "DirSource", "Dump",
-           "arch_from_cpuinfo", "parse_interrupts"]
+           "arch_from_cpuinfo", "parse_interrupts", "distance_columns"]
 
 # ASCII digits only: int() also reads other scripts' digits ("cpu\u0661");
 # no leading zero: the kernel never writes one, and "node01" beside "node1"
@@ -124,6 +131,7 @@ class Dump:
         self.source = source
         self.root = root.strip("/")
         self.label = label
+        self.empty: list[str] = []     # integer files found empty (see integer())
 
     def rel(self, path: str) -> str:
         return f"{self.root}/{path}" if self.root else path
@@ -149,8 +157,16 @@ class Dump:
         return text.strip("\x00 \t\r\n")
 
     def integer(self, path: str) -> int | None:
+        """The file as an int; None when absent -- or empty: the kernel never
+        prints an empty number, so an empty copy lost its content, and hwloc
+        reads it as missing too (``hwloc_read_path_as_int()`` fails on it).
+        Empty files are listed in ``self.empty`` for the reader's note."""
         text = self.text(path)
         if text is None:
+            return None
+        if text == "":
+            if path not in self.empty:
+                self.empty.append(path)
             return None
         try:
             return int(text, 0) if text.lower().startswith("0x") else int(text)
@@ -167,8 +183,15 @@ class Dump:
             raise TopologyError(self.where(path), str(e)) from None
 
     def hexmask(self, path: str) -> int | None:
+        """The file as a hex mask; None when absent or empty (the kernel
+        prints at least one ``0`` digit group: an empty copy lost its
+        content, listed in ``self.empty`` like an empty number)."""
         text = self.text(path)
         if text is None:
+            return None
+        if text == "":
+            if path not in self.empty:
+                self.empty.append(path)
             return None
         try:
             return parse_hexmask(text)
@@ -311,7 +334,19 @@ _NODE = "sys/devices/system/node"
 
 
 def _read_cpu_masks(d: Dump, notes: list[str]) -> tuple[int, int, int]:
-    """possible/present/online, derived from the cpuN folders when absent."""
+    """possible/present/online, derived from the cpuN folders when absent.
+
+    Without ``cpu/online`` (old kernels had none) each CPU's own
+    ``cpuN/online`` flag says, as hwloc's ``look_sysfscpu()`` reads it: a
+    CPU without the file is online (the kernel creates it only for a
+    hot-pluggable CPU, ``register_cpu_control()`` in drivers/base/cpu.c, and
+    cpu0 often is not), and so is a CPU whose file is *empty*: the kernel's
+    ``show_online()`` always prints ``0`` or ``1``, so an empty copy lost
+    its content (an Itanium Superdome dump has an empty ``cpu0/online``);
+    hwloc reads 0 bytes as "no information" and keeps the CPU. Both cases
+    are noted. No online CPU at all is refused: nothing in the book can run
+    on such a machine.
+    """
     possible = d.cpulist(f"{_CPU}/possible")
     present = d.cpulist(f"{_CPU}/present")
     online = d.cpulist(f"{_CPU}/online")
@@ -327,13 +362,27 @@ def _read_cpu_masks(d: Dump, notes: list[str]) -> tuple[int, int, int]:
         dirs |= 1 << cpu
     if online is None:
         online = 0
+        empty = []
         for cpu in cpus(dirs):
-            flag = d.integer(f"{_CPU}/cpu{cpu}/online")
+            path = f"{_CPU}/cpu{cpu}/online"
+            if d.text(path) == "":
+                empty.append(cpu)
+                online |= 1 << cpu
+                continue
+            flag = d.integer(path)
             # cpu0 often has no 'online' file: it cannot be unplugged
             if flag is None or flag == 1:
                 online |= 1 << cpu
         notes.append("no cpu/online file: online CPUs derived from the cpuN folders "
                      "and their 'online' flags")
+        if empty:
+            notes.append(f"empty cpuN/online file for CPU(s) {_ids(empty)}: "
+                         "read as online, as hwloc does (the kernel prints 0 or 1: the "
+                         "copy in the dump lost its content)")
+        if not online:
+            raise TopologyError(d.where(_CPU), "no online CPU: no cpu/online file, and every "
+                                               "cpuN folder's 'online' flag is 0 (or there is "
+                                               "no cpuN folder)")
     if present is None:
         present = dirs | online
         notes.append("no cpu/present file: present CPUs = the cpuN folders")
@@ -360,9 +409,12 @@ def _caches(d: Dump, cpu: int) -> dict[int, int]:
     return out
 
 
-def _read_cpu(d: Dump, cpu: int, arch: str, node: int) -> tuple[CPU, bool]:
+def _read_cpu(d: Dump, cpu: int, arch: str, node: int) -> tuple[CPU, bool, list[str]]:
     """One CPU from its topology and cache folders; the flag says whether
-    the topology folder was there."""
+    the topology folder was there, the list names the files missing from
+    it (a kernel that did not export them, e.g. the PS3's, or a partial
+    dump); each then takes its default, as hwloc's ``look_sysfscpu()``
+    skips the level whose file it cannot read."""
     base = f"{_CPU}/cpu{cpu}/topology"
     self_mask = 1 << cpu
     has_topo = d.is_dir(base)
@@ -374,14 +426,21 @@ def _read_cpu(d: Dump, cpu: int, arch: str, node: int) -> tuple[CPU, bool]:
         v = d.integer(f"{base}/{name}")
         return default if v is None else v
 
-    package = _int("physical_package_id", 0)
+    package_id = d.integer(f"{base}/physical_package_id")
+    package = 0 if package_id is None else package_id
     die_id = d.integer(f"{base}/die_id")
-    core = _int("core_id", 0)
+    core_id = d.integer(f"{base}/core_id")
+    core = 0 if core_id is None else core_id
     cluster = _int("cluster_id", -1)
     threads = d.mask(base, "thread_siblings_list", "thread_siblings",
-                     "core_cpus_list", "core_cpus") or self_mask
+                     "core_cpus_list", "core_cpus")
     package_cpus = d.mask(base, "package_cpus_list", "package_cpus",
-                          "core_siblings_list", "core_siblings") or self_mask
+                          "core_siblings_list", "core_siblings")
+    missing = [name for name, v in (("physical_package_id", package_id), ("core_id", core_id),
+                                    ("thread_siblings", threads),
+                                    ("core_siblings", package_cpus)) if v is None]
+    threads = threads or self_mask
+    package_cpus = package_cpus or self_mask
     die_cpus = d.mask(base, "die_cpus_list", "die_cpus") or 0
     if die_id is not None and die_id < 0:
         # arm64 and others have no die level: sysfs shows die_id -1 and the
@@ -411,7 +470,7 @@ def _read_cpu(d: Dump, cpu: int, arch: str, node: int) -> tuple[CPU, bool]:
             thread_siblings=threads, cluster_cpus=cluster_cpus,
             die_cpus=die_cpus, package_cpus=package_cpus, llc_cpus=llc, l2_cpus=l2,
             cluster_source=source)
-    return c, has_topo
+    return c, has_topo, (missing if has_topo else [])
 
 
 def _meminfo_total(d: Dump, path: str) -> int | None:
@@ -431,8 +490,105 @@ def _meminfo_total(d: Dump, path: str) -> int | None:
     return None
 
 
+def distance_columns(node_ids: list[int], entries: int, online: int | None = None,
+                     possible: int | None = None) -> tuple[str, list[int]] | None:
+    """Which entries of a node's ``distance`` row belong to the nodes read.
+
+    The kernel prints one entry per *online* node, in node-id order
+    (``node_read_distance()`` in drivers/base/node.c loops
+    ``for_each_online_node()``, from the 2.6 series to 6.x), so a row normally
+    has one entry per node folder. A longer row is read when a set of node
+    ids of exactly that size, holding every node read, says which entry is
+    whose, tried in this order: ``node/online`` (an online node whose
+    folder the dump lost), ``node/possible`` (a dump with an offline node
+    whose kernel printed one entry per possible node), and, only when the
+    dump has no ``node/possible``, the ids ``0..entries-1`` (the usual
+    possible set, and what the patch that added the file, LKML, November
+    2004, looped over: ``for (i = 0; i < numnodes; i++)``). hwloc's
+    ``hwloc_parse_nodes_distances()`` simply keeps the first entries; this
+    keeps the right ones when they are not the first.
+
+    Inputs: the node ids read (sorted), the entries per row, the
+    ``node/online`` and ``node/possible`` masks (None when absent).
+    Output: (which set explained the row: ``"online"``, ``"possible"`` or
+    ``"ids"``; the position of each node's entry), or None when nothing
+    explains the row.
+
+    >>> distance_columns([0], 2, online=0b1, possible=0b11)
+    ('possible', [0])
+    >>> distance_columns([0, 8], 3, online=0b1_0000_0011)
+    ('online', [0, 2])
+    >>> distance_columns([0, 2], 3)
+    ('ids', [0, 2])
+    >>> distance_columns([0], 2, online=0b1)
+    ('ids', [0])
+    >>> distance_columns([0, 5], 3) is None
+    True
+    >>> distance_columns([0, 1], 3, online=0b11, possible=0b11) is None
+    True
+    """
+    wanted = set(node_ids)
+    for what, mask in (("online", online), ("possible", possible)):
+        if mask is not None and mask.bit_count() == entries:
+            order = cpus(mask)
+            if wanted <= set(order):
+                return what, [order.index(n) for n in node_ids]
+    if possible is None and node_ids and max(node_ids) < entries:
+        return "ids", list(node_ids)
+    return None
+
+
+def _node_set(d: Dump, name: str, notes: list[str]) -> int | None:
+    """``node/online`` or ``node/possible`` as a mask of node ids (the kernel's
+    ``print_nodes_state()`` prints a nodemask list, the cpulist syntax);
+    None when absent. An empty one says nothing (node 0 is always
+    possible and online): ignored, with a note."""
+    m = d.cpulist(f"{_NODE}/{name}")
+    if m == 0:
+        notes.append(f"node/{name} is empty (a kernel always has one {name} node): ignored")
+        return None
+    return m
+
+
+def _ids(ids) -> str:
+    """Node (or CPU) ids as a list in the kernel's ``%*pbl`` form, without
+    building a mask (a fuzzed ``node99999999999`` folder is a legal name).
+
+    >>> _ids([5, 0, 1, 2, 7])
+    '0-2,5,7'
+    """
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(set(ids)):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+        run = [i]
+    if run:
+        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+    return ",".join(out)
+
+
 def _read_nodes(d: Dump, present: int, notes: list[str]):
-    """Nodes and the distance matrix (rows in node-id order)."""
+    """Nodes and the distance matrix (rows in node-id order).
+
+    The nodes are the ``nodeN`` folders; when ``node/online`` exists, a
+    folder it does not list is an offline node and is not read, as hwloc's
+    ``list_sysfsnode()`` takes its node set from that file ("offline nodes
+    don't exist at all under /sys"), unless that folder lists CPUs: the
+    dump then contradicts itself, and it is refused. An online node without
+    a folder is noted.
+
+    Distances follow hwloc's ``hwloc_parse_nodes_distances()``: a node whose
+    ``distance`` file is missing or empty drops the whole matrix (the
+    kernel's 10/20 default applies), with a note. Rows of different lengths
+    are refused (one kernel prints every row over the same online nodes);
+    rows longer than the node count are read through
+    :func:`distance_columns`, with a note, or refused when nothing says
+    which entry belongs to which node.
+    """
     found = _numbered(d.listdir(_NODE), _NODE_DIR)
     if not found:
         # A kernel without CONFIG_NUMA has no node folder and no cpuN/nodeM
@@ -446,30 +602,91 @@ def _read_nodes(d: Dump, present: int, notes: list[str]):
         notes.append("no node folders: one node 0 holding all CPUs, no distances "
                      "(a kernel without CONFIG_NUMA)")
         return {0: Node(id=0, cpus=present)}, []
+    online_nodes = _node_set(d, "online", notes)
+    possible_nodes = _node_set(d, "possible", notes)
     nodes: dict[int, Node] = {}
-    rows: dict[int, list[int]] = {}
+    offline, no_mask = [], []
     for nid, name in found:
         base = f"{_NODE}/{name}"
-        m = d.mask(base, "cpulist", "cpumap") or 0
-        nodes[nid] = Node(id=nid, cpus=m, memory_bytes=_meminfo_total(d, f"{base}/meminfo"))
-        text = d.text(f"{base}/distance")
-        if text is not None:
-            try:
-                rows[nid] = [int(t) for t in text.split()]
-            except ValueError:
-                raise TopologyError(d.where(f"{base}/distance"),
-                                    f"not a list of integers: {text[:60]!r}") from None
+        m = d.mask(base, "cpulist", "cpumap")
+        if online_nodes is not None and not (online_nodes >> nid) & 1:
+            if m:
+                raise TopologyError(d.where(base), f"node{nid} is not in node/online "
+                                    f"({format_cpulist(online_nodes)}) but its cpulist holds "
+                                    f"CPUs {format_cpulist(m)}")
+            offline.append(nid)
+            continue
+        if m is None:
+            no_mask.append(nid)
+        nodes[nid] = Node(id=nid, cpus=m or 0,
+                          memory_bytes=_meminfo_total(d, f"{base}/meminfo"))
+    if not nodes:
+        raise TopologyError(d.where(f"{_NODE}/online"),
+                            f"lists node(s) {format_cpulist(online_nodes)}, none of which has "
+                            "a folder in the dump")
+    if offline:
+        notes.append(f"node folder(s) {_ids(offline)} not in node/online "
+                     f"({format_cpulist(online_nodes)}): offline nodes, not read (as hwloc "
+                     "does)")
+    if online_nodes is not None:
+        lost = [n for n in cpus(online_nodes) if n not in nodes]
+        if lost:
+            notes.append(f"node/online lists node(s) {_ids(lost)} that have no folder in the "
+                         "dump: not read")
+    if no_mask:
+        notes.append(f"node(s) {_ids(no_mask)} have no cpulist or cpumap file: read as "
+                     "CPU-less nodes")
+    ids = sorted(nodes)
+    rows: dict[int, list[int]] = {}
+    absent = []
+    for nid in ids:
+        path = f"{_NODE}/node{nid}/distance"
+        text = d.text(path)
+        if not text:
+            absent.append(nid)
+            continue
+        try:
+            rows[nid] = [int(t) for t in text.split()]
+        except ValueError:
+            raise TopologyError(d.where(path),
+                                f"not a list of integers: {text[:60]!r}") from None
     if not rows:
         notes.append("no node distance files: no distance matrix")
         return nodes, []
-    k = len(nodes)
-    for nid, _ in found:
-        path = d.where(f"{_NODE}/node{nid}/distance")
-        if nid not in rows:
-            raise TopologyError(path, "missing while other nodes have one")
-        if len(rows[nid]) != k:
-            raise TopologyError(path, f"has {len(rows[nid])} entries, expected {k}")
-    return nodes, [rows[nid] for nid, _ in found]
+    k = len(ids)
+    lengths = {len(r) for r in rows.values()}
+    if len(lengths) > 1:
+        expected = k if k in lengths else len(rows[min(rows)])
+        bad = next(n for n in ids if n in rows and len(rows[n]) != expected)
+        raise TopologyError(d.where(f"{_NODE}/node{bad}/distance"),
+                            f"has {len(rows[bad])} entries, expected {expected}: one kernel "
+                            "prints every node's row over the same nodes")
+    if absent:
+        # hwloc_parse_nodes_distances() fails on the first unreadable file
+        # and its caller drops the matrix; a partial matrix means nothing
+        notes.append(f"distance file missing or empty for node(s) {_ids(absent)} while "
+                     "other nodes have one: no distance matrix (as hwloc does); the "
+                     "kernel's default, 10 local and 20 remote, applies")
+        return nodes, []
+    entries = lengths.pop()
+    if entries == k and (online_nodes is None or online_nodes.bit_count() == k):
+        return nodes, [rows[nid] for nid in ids]
+    cols = distance_columns(ids, entries, online_nodes, possible_nodes)
+    if cols is None:
+        expected = k if online_nodes is None else online_nodes.bit_count()
+        raise TopologyError(d.where(f"{_NODE}/node{ids[0]}/distance"),
+                            f"has {entries} entries, expected {expected} (one per online "
+                            "node); neither node/online, node/possible nor the node ids say "
+                            "which entry is whose")
+    what, pos = cols
+    why = {"online": f"one per online node (node/online {format_cpulist(online_nodes or 0)})",
+           "possible": f"one per possible node (node/possible "
+                       f"{format_cpulist(possible_nodes or 0)}), offline ones included",
+           "ids": f"one per node id 0-{entries - 1} (no node/possible file to say "
+                  "more)"}[what]
+    notes.append(f"node distance rows have {entries} entries for {k} node(s) read: {why}; "
+                 f"the entries of node(s) {_ids(ids)} are kept")
+    return nodes, [[rows[nid][p] for p in pos] for nid in ids]
 
 
 def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str],
@@ -522,6 +739,15 @@ def _untangle_nodes(d: Dump, nodes: dict[int, Node], notes: list[str],
     return nodes, node_of
 
 
+def _or(value: int | None, default: int) -> int:
+    """``value``, or ``default`` when it is None (0 is a value).
+
+    >>> _or(None, -1), _or(0, -1)
+    (-1, 0)
+    """
+    return default if value is None else value
+
+
 def _read_pci(d: Dump) -> list[PCIDevice]:
     """PCI functions from sys/bus/pci/devices (links), else sys/devices/pci*."""
     paths: list[tuple[str, str]] = []
@@ -546,8 +772,7 @@ def _read_pci(d: Dump) -> list[PCIDevice]:
         out.append(PCIDevice(
             address=addr,
             class_code=d.integer(f"{p}/class") or 0,
-            numa_node=d.integer(f"{p}/numa_node") if d.bytes(f"{p}/numa_node") is not None
-            else -1,
+            numa_node=_or(d.integer(f"{p}/numa_node"), -1),
             msi_vectors=len(d.listdir(f"{p}/msi_irqs")),
             vendor=d.integer(f"{p}/vendor"),
             device=d.integer(f"{p}/device"),
@@ -649,26 +874,40 @@ def read_source(source, root: str, label: str, *, name: str, path: str,
     # not-present CPUs appear only in the possible/present masks.
     cpu_objs: dict[int, CPU] = {}
     missing_topo = []
+    missing_files: dict[str, int] = {}
     for cpu in cpus(online):
-        c, has_topo = _read_cpu(d, cpu, arch, node_of.get(cpu, -1))
+        c, has_topo, missing = _read_cpu(d, cpu, arch, node_of.get(cpu, -1))
         if not has_topo:
             missing_topo.append(cpu)
+        for fname in missing:
+            missing_files[fname] = missing_files.get(fname, 0) | (1 << cpu)
         cpu_objs[cpu] = c
     if missing_topo:
         notes.append(f"{len(missing_topo)} online CPU(s) without a topology folder "
                      f"(treated as alone in their core/package): {missing_topo[:8]}")
+    if missing_files:
+        what = "; ".join(f"{fname} for CPU(s) {format_cpulist(m)}"
+                         for fname, m in missing_files.items())
+        notes.append(f"topology files missing: {what} (an id missing reads as 0; without "
+                     "thread_siblings a CPU is its own core, without core_siblings its own "
+                     "package)")
     sources = sorted({c.cluster_source for c in cpu_objs.values()})
     if sources and sources != ["sysfs"]:
         notes.append(f"no cluster_cpus files (kernel before 5.16): clusters filled in as a "
                      f"current kernel would report them ({', '.join(sources)})")
 
     kernel = _kernel_release(d)
+    pci = _read_pci(d)
+    if d.empty:
+        notes.append(f"{len(d.empty)} empty file(s) where the kernel prints a number or a "
+                     f"hex mask, read as missing: {', '.join(d.empty[:4])}"
+                     + (" ..." if len(d.empty) > 4 else ""))
     if kernel:
         meta["kernel"] = kernel
     _read_bench(d, meta, notes)
     topo = Topology(
         name=name, source=path, arch=arch, possible=possible, present=present, online=online,
-        cpus=cpu_objs, nodes=nodes, distances=distances, pci=_read_pci(d),
+        cpus=cpu_objs, nodes=nodes, distances=distances, pci=pci,
         blk_mq=_read_blk_mq(d), irqs=_read_irqs(d, meta), meta=meta)
     return topo.validate(allow_asymmetric=allow_asymmetric)
 
