@@ -1,9 +1,11 @@
-"""``numalab group-cpus TOPOLOGY --groups N [--devices D] [--variant V] [--json]``.
+"""``numalab group-cpus TOPOLOGY --groups N [--devices D] [--variant V] [--kernel K] [--json]``.
 
-Runs the port of ``group_cpus_evenly()`` for D devices asking for N groups
+Runs the port of ``group_cpus_evenly()`` of kernel K (default: the newest
+modelled kernel, said in the output) for D devices asking for N groups
 each (device d gets ``spread_offset`` d under the rotate variant), prints
 each device's masks and, per CPU, how many groups hold it and how many of
-those are single-CPU ("dedicated") groups.
+those are single-CPU ("dedicated") groups. ``block`` and ``balance`` are the
+two placements of :mod:`numalab.models.irq_alternative`, not kernel code.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ import json
 
 from ..cpumask import cpus as _cpus
 from ..cpumask import format_cpulist
-from ..errors import NumalabError
-from ..kernel.lib.group_cpus import VARIANTS, prepare, spread_devices
+from ..errors import NumalabError, ParameterError
+from ..kernel import versions
+from ..kernel.lib.group_cpus import VARIANTS, GroupMasks, prepare, spread_devices
 from ..models.irq_load import irq_load, metrics
 from ..topology import load
+from ..validate import integer, option_integer
 
 MAX_GROUPS = 1 << 16
 MAX_DEVICES = 4096
+MAX_MASKS = 1 << 22       # groups x devices: about 15 s of work and output on 4 CPUs
 
 
 def add_parser(sub) -> None:
@@ -29,36 +34,77 @@ def add_parser(sub) -> None:
                                    "load. TOPOLOGY is anything 'numalab show' reads, including "
                                    "synthetic strings such as \"numa:2 cluster:24 core:2 pu:1\".")
     p.add_argument("topology", metavar="TOPOLOGY")
-    p.add_argument("--groups", "-g", type=int, required=True, metavar="N",
+    p.add_argument("--groups", "-g", type=option_integer(1, MAX_GROUPS), required=True,
+                   metavar="N",
                    help="groups (vectors, queues) each device asks for")
-    p.add_argument("--devices", "-d", type=int, default=1, metavar="D",
+    p.add_argument("--devices", "-d", type=option_integer(1, MAX_DEVICES), default=1,
+                   metavar="D",
                    help="number of devices calling in turn (default 1)")
-    p.add_argument("--variant", choices=VARIANTS, default="mainline",
-                   help="mainline, or the seed patch's per-caller rotation")
+    p.add_argument("--variant", choices=VARIANTS + ALTERNATIVES, default="mainline",
+                   help="mainline, the seed patch's per-caller rotation, or one of the "
+                        "book's two alternatives (block, balance)")
+    p.add_argument("--kernel", "-k", default=None, metavar="K",
+                   help=f"the kernel whose lib/group_cpus.c and lib/sort.c to run: "
+                        f"{', '.join(versions.KNOWN)} or a release such as 7.2.13+deb14-amd64 "
+                        f"(default {versions.NEWEST}, the newest modelled)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
 
-class UsageError(NumalabError, ValueError):
+class UsageError(ParameterError):
     """A command-line value out of range."""
 
 
-def compute(topology, groups: int, devices: int = 1, variant: str = "mainline") -> dict:
+ALTERNATIVES = ("block", "balance")
+
+
+def _alternative(variant: str, topology, groups: int, devices: int) -> list[GroupMasks]:
+    """The masks of :mod:`numalab.models.irq_alternative`'s placements
+    (their ``nummasks`` is the number of masks they return)."""
+    from ..models.irq_alternative import balance_devices, block_devices
+    devs = (block_devices if variant == "block" else balance_devices)(topology, groups, devices)
+    out = []
+    for masks in devs:
+        g = GroupMasks(masks)
+        g.nummasks = len(masks)
+        out.append(g)
+    return out
+
+
+def compute(topology, groups: int, devices: int = 1, variant: str = "mainline",
+            kernel: str | None = None) -> dict:
     """Everything the command prints, as the ``--json`` dict.
 
-    ``topology`` is a Topology; the result has ``devices`` (each with its
-    ``masks`` as CPU lists, ``nummasks`` and ``spread_offset``), ``per_cpu``
-    (cpu, groups, dedicated) and ``metrics`` (see
+    ``topology`` is a Topology; ``kernel`` a modelled kernel version or
+    release (None: the newest). The result has ``kernel`` (the modelled
+    version) and ``kernel_source``, ``devices`` (each with its ``masks`` as
+    CPU lists, ``nummasks`` and ``spread_offset``), ``per_cpu`` (cpu,
+    groups, dedicated) and ``metrics`` (see
     :func:`numalab.models.irq_load.metrics`).
     """
-    if not 1 <= groups <= MAX_GROUPS:
-        raise UsageError(f"--groups must be between 1 and {MAX_GROUPS}, not {groups}")
-    if not 1 <= devices <= MAX_DEVICES:
-        raise UsageError(f"--devices must be between 1 and {MAX_DEVICES}, not {devices}")
+    text = versions.text(kernel)                # UnknownKernelError: one line, exit 2
+    if variant not in VARIANTS + ALTERNATIVES:
+        raise UsageError(f"--variant must be one of {', '.join(VARIANTS + ALTERNATIVES)}, "
+                         f"not {variant}")
+    if variant != "mainline" and not text.cluster_path:
+        raise UsageError(f"--variant {variant} changes the cluster path, which Linux "
+                         f"{text.version}'s lib/group_cpus.c does not have (use --kernel "
+                         f"{versions.NEWEST})")
+    if variant in ALTERNATIVES and text.version != versions.NEWEST:
+        raise UsageError(f"--variant {variant} is built on Linux {versions.NEWEST}'s groups, "
+                         f"not {text.version}'s")
+    integer("--groups", groups, 1, MAX_GROUPS, error=UsageError)
+    integer("--devices", devices, 1, MAX_DEVICES, error=UsageError)
+    if groups * devices > MAX_MASKS:
+        raise UsageError(f"--groups x --devices is {groups * devices} masks, more than "
+                         f"{MAX_MASKS}")
     if not topology.possible:
         raise UsageError(f"{topology.name}: the topology has no possible CPUs")
     view = prepare(topology)
-    devs = spread_devices(groups, view, devices, variant)
+    if variant in ALTERNATIVES:
+        devs = _alternative(variant, topology, groups, devices)
+    else:
+        devs = spread_devices(groups, view, devices, variant, kernel=text.version)
     load = irq_load(devs, view.possible)
     nodes = [0] * view.nr_node_ids
     for c in _cpus(view.possible):
@@ -68,6 +114,9 @@ def compute(topology, groups: int, devices: int = 1, variant: str = "mainline") 
     return {
         "topology": topology.name,
         "variant": variant,
+        "kernel": text.version,
+        "kernel_source": text.source,
+        "kernel_default": kernel is None,
         "groups": groups,
         "devices": [{"spread_offset": d if variant == "rotate" else 0,
                      "nummasks": g.nummasks,
@@ -81,7 +130,9 @@ def compute(topology, groups: int, devices: int = 1, variant: str = "mainline") 
 def render(result: dict) -> str:
     """The human-readable form of :func:`compute`'s result."""
     lines = [f"{result['topology']}: {result['groups']} groups x {len(result['devices'])} "
-             f"device(s), variant {result['variant']}"]
+             f"device(s), variant {result['variant']}, kernel {result['kernel']}"
+             + (" (the newest modelled; " if result.get("kernel_default") else " (")
+             + f"{result.get('kernel_source', '')})"]
     for d, dev in enumerate(result["devices"]):
         masks = [format_cpulist(sum(1 << c for c in m)) or "-" for m in dev["masks"]]
         lines.append(f"device {d} (spread_offset {dev['spread_offset']}, "
@@ -108,7 +159,7 @@ def render(result: dict) -> str:
 
 def run(args) -> int:
     topo = load(args.topology)
-    result = compute(topo, args.groups, args.devices, args.variant)
+    result = compute(topo, args.groups, args.devices, args.variant, args.kernel)
     if args.json:
         print(json.dumps(result))
     else:

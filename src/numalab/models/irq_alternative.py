@@ -61,7 +61,7 @@ def kernel_block_counts(topo: Topology, vectors: int) -> list[tuple[NodePlan, li
     >>> from numalab.topology import load
     >>> plan, counts = kernel_block_counts(load("numa:1 cluster:4 core:2 pu:1"), 6)[0]
     >>> counts
-    [2, 1, 1, 2]
+    [2, 1, 2, 1]
     """
     view = cached_view(topo)
     key = (id(view), vectors)

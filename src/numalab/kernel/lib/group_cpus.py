@@ -1,4 +1,4 @@
-"""``group_cpus_evenly()`` (``lib/group_cpus.c``) and the seed patch's "rotate" variant.
+"""``group_cpus_evenly()`` (``lib/group_cpus.c``) of Linux 6.1, 6.12 and 7.2, and the seed patch's "rotate" variant.
 
 ``group_cpus_evenly(numgrps)`` splits every possible CPU into ``numgrps``
 groups that respect NUMA nodes, CPU clusters and SMT siblings. blk-mq uses it
@@ -8,17 +8,33 @@ vector, so the groups decide which CPUs take which device interrupts.
 
 Which kernel text this is
 -------------------------
-Ported from the stored ``torvalds/linux`` copy of ``lib/group_cpus.c`` at
-commit 136114e0abf0 (git blob a93df70919df, 15,141 bytes). That version is
-cluster aware (commit 89802ca36c96, "lib/group_cpus: make group CPU cluster
-aware": ``alloc_groups_to_nodes()``, ``assign_cpus_to_groups()``,
-``alloc_cluster_groups()``, ``__try_group_cluster_cpus()``) and has the
-``nummasks`` out-parameter. The seed patch ("lib/group_cpus: rotate extra
-groups to avoid IRQ stacking", Naman Jain and Long Li) was written against
-blob e6e18d7a49bb; on the stored text it applies with ``patch -p1`` without
-fuzz, its hunks from ``__group_cpus_evenly()``'s body on moving by two lines,
-so the two texts differ by two lines in that function's opening -- a
-difference that does not touch the hunks' context. ``variant="rotate"`` is that patch.
+Every call models one kernel version (``kernel=``, default the newest
+modelled one, 7.2; see :mod:`numalab.kernel.versions`), read from Debian's
+``linux-source-6.1`` (6.1.192), ``linux-source-6.12`` (6.12.117) and
+``linux-source-7.2`` (7.2.13) packages:
+
+* 7.2: cluster aware (89802ca36c96, "lib/group_cpus: make group CPU
+  cluster aware", first released in 7.0: ``alloc_groups_to_nodes()``,
+  ``assign_cpus_to_groups()``, ``alloc_cluster_groups()``,
+  ``__try_group_cluster_cpus()``), the ``*nummasks`` out-parameter, and
+  ``lib/sort.c``'s double-pop heapsort;
+* 6.12: no cluster path (``alloc_nodes_groups()`` sorts and shares the
+  groups itself, ``__group_cpus_evenly()`` spreads each node's CPUs
+  inline: the same steps as 7.2's ``alloc_groups_to_nodes()`` and
+  ``assign_cpus_to_groups()``), no ``nummasks`` but a final
+  ``WARN_ON(nr_present + nr_others < numgrps)``, the double-pop heapsort;
+* 6.1 (Debian's backport of ``lib/group_cpus.c``): 6.12's text without the
+  ``numgrps == 0`` check, with 6.1's single-pop heapsort.
+
+The three texts sort equal node and cluster sizes into different orders
+(the heapsort is unstable), so machines with equal-sized nodes or clusters
+get different masks from each kernel. The project's first port followed a
+stored ``torvalds/linux`` copy at 136114e0abf0 (the merge that brought the
+cluster path) with an older stored ``lib/sort.c`` (072cf06e35eb): that
+pairing is in no released kernel. The seed patch ("lib/group_cpus: rotate
+extra groups to avoid IRQ stacking", Naman Jain and Long Li) patches the
+cluster path, so ``variant="rotate"`` exists only for kernels that have it;
+it applies to 7.2's text with ``patch -p1`` without offset or fuzz.
 
 The port keeps the kernel's function names and order so the two can be read
 side by side. Differences that are only about representation:
@@ -31,7 +47,8 @@ side by side. Differences that are only about representation:
   slot, like the kernel's union;
 * unsigned 32-bit arithmetic is emulated where it can wrap
   (``ncpus_cmp_func()``, ``numgrps * ncpus``, ``v + spread_offset``);
-* ``WARN_ON_ONCE()`` increments a counter returned with the result;
+* ``WARN_ON_ONCE()`` and ``WARN_ON()`` increment a counter returned with
+  the result;
 * allocation failures (``-ENOMEM``) cannot happen.
 
 Machine facts come from a :class:`~numalab.topology.model.Topology`, see
@@ -40,14 +57,16 @@ cached: the node of each CPU, the sibling and cluster masks, and
 ``build_node_to_cpumask()``'s result. Every call then runs the rest of the
 algorithm. Two shortcuts give the same results as the kernel's steps and are
 checked against them by the tests: the heapsort's permutation is cached per
-tuple of keys (``USE_SORT_CACHE``), and ``alloc_cluster_groups()`` keeps the
-cluster masks found by its probing walk instead of walking the same CPUs a
-second time.
+tuple of keys and heapsort (``USE_SORT_CACHE``), and
+``alloc_cluster_groups()`` keeps the cluster masks found by its probing walk
+instead of walking the same CPUs a second time.
 
 >>> from numalab.topology import load
 >>> t = load("numa:2 core:4 pu:2")
->>> [hex(m) for m in group_cpus_evenly(4, t)]   # node 1 first: heapsort is unstable
+>>> [hex(m) for m in group_cpus_evenly(4, t, kernel="6.1")]   # node 1 first
 ['0xf00', '0xf000', '0xf', '0xf0']
+>>> [hex(m) for m in group_cpus_evenly(6, t, kernel="7.2")]   # 8-10, 11-13, 14-15, 0-2, 3-5, 6-7
+['0x700', '0x3800', '0xc000', '0x7', '0x38', '0xc0']
 """
 
 from __future__ import annotations
@@ -58,10 +77,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ...topology.model import Topology
+from .. import versions
 from .sort import cmp_uint_sub, sort, sort_order_uint_sub
 
 __all__ = [
-    "UINT_MAX", "VARIANTS", "CpuTopo", "GroupMasks", "prepare",
+    "UINT_MAX", "VARIANTS", "CpuTopo", "GroupMasks", "ZeroGroupsError", "prepare",
     "grp_spread_init_one", "build_node_to_cpumask", "get_nodes_in_cpumask",
     "ncpus_cmp_func", "alloc_groups_to_nodes", "alloc_nodes_groups",
     "assign_cpus_to_groups", "alloc_cluster_groups", "__try_group_cluster_cpus",
@@ -72,9 +92,10 @@ UINT_MAX = 0xFFFFFFFF
 _U32 = 0xFFFFFFFF
 VARIANTS = ("mainline", "rotate")
 
-# alloc_groups_to_nodes() sorts with the kernel's heapsort; with this set it
-# reuses the permutation computed by the same heapsort for the same keys
-# (lib/sort.py: sort_order_uint_sub). Tests turn it off to check both agree.
+# alloc_groups_to_nodes() sorts with the modelled kernel's heapsort; with this
+# set it reuses the permutation computed by the same heapsort for the same keys
+# (lib/sort.py: sort_order_uint_sub). Tests turn it off to check both agree,
+# for every modelled kernel.
 USE_SORT_CACHE = True
 
 
@@ -216,24 +237,38 @@ def _view(topo: Topology | CpuTopo) -> CpuTopo:
 
 
 class GroupMasks(list):
-    """The ``numgrps`` masks of one call (a list of ints), plus the kernel's
-    ``*nummasks`` (how many masks were initialised) and the number of
-    ``WARN_ON_ONCE()`` conditions that fired (``warnings``)."""
+    """The ``numgrps`` masks of one call (a list of ints), plus:
+
+    * ``nummasks``: the kernel's ``*nummasks`` (how many masks were
+      initialised) for kernels that have it (7.2); for kernels without it
+      (6.1, 6.12) ``numgrps``, which is what their callers use
+      (``irq_create_affinity_masks()`` counts ``this_vecs`` masks,
+      ``blk_mq_map_queues()`` reads ``masks[queue]`` for every queue);
+    * ``warnings``: how many ``WARN_ON_ONCE()`` / ``WARN_ON()`` conditions held;
+    * ``kernel``: the modelled kernel version.
+    """
 
     nummasks: int = 0
     warnings: int = 0
+    kernel: str = versions.NEWEST
 
 
 class _Ctx:
-    """Per-call state: the machine, the variant, the rotation offset, warnings."""
+    """Per-call state: the machine, the kernel text, the variant, the
+    rotation offset, warnings."""
 
-    __slots__ = ("t", "rotate", "spread_offset", "warnings")
+    __slots__ = ("t", "rotate", "spread_offset", "warnings", "heapsort", "cluster", "kernel")
 
-    def __init__(self, t: CpuTopo, rotate: bool, spread_offset: int):
+    def __init__(self, t: CpuTopo, rotate: bool, spread_offset: int,
+                 text: versions.KernelText | None = None):
+        text = text or versions.text(None)
         self.t = t
         self.rotate = rotate
         self.spread_offset = spread_offset & _U32
         self.warnings = 0
+        self.heapsort = text.heapsort
+        self.cluster = text.cluster_path
+        self.kernel = text.version
 
 
 # --------------------------------------------------------------------------
@@ -301,8 +336,10 @@ def alloc_groups_to_nodes(numgrps: int, numcpus: int, node_groups: list[list[int
                           num_nodes: int, ctx: _Ctx) -> None:
     """Share ``numgrps`` among the entries of ``node_groups`` by CPU count.
 
-    Sorts ``node_groups`` by ``ncpus`` with the kernel's heapsort (so equal
-    counts come out in the kernel's order), then walks from the smallest:
+    7.2's function; 6.1 and 6.12 do the same steps inside
+    ``alloc_nodes_groups()``. Sorts ``node_groups`` by ``ncpus`` with the
+    modelled kernel's heapsort (so equal counts come out in that kernel's
+    order), then walks from the smallest:
     each entry gets ``max(1, numgrps * ncpus / remaining_ncpus)`` groups.
     Entries holding ``UINT_MAX`` are unused and skipped. Rewrites each used
     entry's ``ncpus`` slot with its group count (the kernel's union).
@@ -310,10 +347,10 @@ def alloc_groups_to_nodes(numgrps: int, numcpus: int, node_groups: list[list[int
     remaining_ncpus = numcpus
     if USE_SORT_CACHE:
         # Same permutation as the line below, computed once per key tuple.
-        order = sort_order_uint_sub(tuple([ng[1] for ng in node_groups]))
+        order = sort_order_uint_sub(tuple([ng[1] for ng in node_groups]), ctx.heapsort)
         node_groups[:] = [node_groups[i] for i in order]
     else:
-        sort(node_groups, ncpus_cmp_func)
+        sort(node_groups, ncpus_cmp_func, kernel=ctx.kernel)
     for n in range(num_nodes):
         ng = node_groups[n]
         if ng[1] == UINT_MAX:
@@ -353,7 +390,8 @@ def assign_cpus_to_groups(ncpus: int, nmsk: int, nv: list[int], masks: list[int]
                           curgrp: int, last_grp: int, ctx: _Ctx) -> int:
     """Spread ``nmsk``'s ``ncpus`` CPUs over ``nv``'s ``ngroups`` groups.
 
-    Groups get ``ncpus // ngroups`` CPUs; ``ncpus % ngroups`` of them get one
+    7.2's function; 6.1 and 6.12 run the same loop inline in
+    ``__group_cpus_evenly()``. Groups get ``ncpus // ngroups`` CPUs; ``ncpus % ngroups`` of them get one
     more. Mainline gives the extra CPU to the first groups; the rotate
     variant to the groups with ``(v + spread_offset) % ngroups < extra``.
     ``curgrp`` wraps to 0 at ``last_grp``. Returns the new ``curgrp``.
@@ -491,6 +529,8 @@ def __group_cpus_evenly(startgrp: int, numgrps: int, node_to_cpumask: list[int],
     """One stage: spread ``cpu_mask`` over the groups from ``startgrp`` on.
 
     Returns how many groups the stage filled (the kernel's ``done``).
+    Kernels without the cluster path (6.1, 6.12) go straight to the
+    per-node spread.
     """
     last_grp = numgrps
     curgrp = startgrp
@@ -522,29 +562,39 @@ def __group_cpus_evenly(startgrp: int, numgrps: int, node_to_cpumask: list[int],
         if nv[1] > ncpus:                   # WARN_ON_ONCE
             ctx.warnings += 1
 
-        ok, curgrp = __try_group_cluster_cpus(ncpus, nv[1], nmsk, masks, curgrp,
-                                              last_grp, ctx)
-        if ok:
-            done += nv[1]
-            continue
+        if ctx.cluster:
+            ok, curgrp = __try_group_cluster_cpus(ncpus, nv[1], nmsk, masks, curgrp,
+                                                  last_grp, ctx)
+            if ok:
+                done += nv[1]
+                continue
         curgrp = assign_cpus_to_groups(ncpus, nmsk, nv, masks, curgrp, last_grp, ctx)
         done += nv[1]
     return done
 
 
+class ZeroGroupsError(ValueError):
+    """``group_cpus_evenly(0)`` on a kernel without the ``numgrps == 0``
+    check (Debian's 6.1): ``kcalloc(0)`` returns ``ZERO_SIZE_PTR`` and the
+    first stage writes through it, an oops, not a result."""
+
+
 def group_cpus_evenly(numgrps: int, topo: Topology | CpuTopo, variant: str = "mainline",
-                      spread_offset: int = 0) -> GroupMasks | None:
-    """Group all possible CPUs of ``topo`` into ``numgrps`` groups.
+                      spread_offset: int = 0, kernel: str | None = None) -> GroupMasks | None:
+    """Group all possible CPUs of ``topo`` into ``numgrps`` groups as ``kernel`` does.
 
     Inputs: the group count, the machine (a Topology, or a :class:`CpuTopo`
-    from :func:`prepare`), ``variant`` (``"mainline"`` or ``"rotate"``), and
-    for ``"rotate"`` the value the patch's ``atomic_fetch_inc()`` counter
-    returned for this call (the d-th caller since boot gets d). Mainline
-    ignores ``spread_offset``.
+    from :func:`prepare`), ``variant`` (``"mainline"`` or ``"rotate"``; the
+    rotate patch needs a kernel with the cluster path), for ``"rotate"``
+    the value the patch's ``atomic_fetch_inc()`` counter returned for this
+    call (the d-th caller since boot gets d; mainline ignores it), and the
+    modelled kernel (``"6.1"``, ``"6.12"``, ``"7.2"``, a release string such
+    as ``"7.2.13+deb14-amd64"``, or ``None`` for the newest, 7.2).
 
     Output: a :class:`GroupMasks` list of ``numgrps`` masks (ints) with
-    ``.nummasks`` and ``.warnings``; ``None`` when ``numgrps`` is 0 (the
-    kernel returns NULL).
+    ``.nummasks``, ``.warnings`` and ``.kernel``; ``None`` when ``numgrps``
+    is 0 (the kernel returns NULL; 6.1 raises :class:`ZeroGroupsError`).
+    An unknown kernel raises :class:`~numalab.kernel.versions.UnknownKernelError`.
 
     Two stages, as in the kernel: present CPUs first, from group 0; then the
     possible-but-not-present CPUs from the group after the last one the first
@@ -553,18 +603,29 @@ def group_cpus_evenly(numgrps: int, topo: Topology | CpuTopo, variant: str = "ma
 
     >>> from numalab.topology import load
     >>> g = group_cpus_evenly(3, load("numa:1 core:4 pu:1"))
-    >>> [hex(m) for m in g], g.nummasks
-    (['0x3', '0x4', '0x8'], 3)
+    >>> [hex(m) for m in g], g.nummasks, g.kernel
+    (['0x3', '0x4', '0x8'], 3, '7.2')
+    >>> g = group_cpus_evenly(6, load("numa:1 core:4 pu:1"), kernel="6.12")
+    >>> g.nummasks, g.warnings      # no nummasks in 6.12; its WARN_ON fires
+    (6, 1)
     """
+    text = versions.text(kernel)
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    if variant == "rotate" and not text.cluster_path:
+        raise ValueError(f"the rotate patch changes the cluster path, which Linux "
+                         f"{text.version}'s lib/group_cpus.c does not have")
     if numgrps < 0:
         raise ValueError("numgrps is an unsigned count")
     if numgrps == 0:
+        if not text.zero_check:
+            raise ZeroGroupsError(f"Linux {text.version}'s group_cpus_evenly() has no "
+                                  "numgrps == 0 check: it would write through ZERO_SIZE_PTR")
         return None
     t = _view(topo)
-    ctx = _Ctx(t, variant == "rotate", spread_offset)
+    ctx = _Ctx(t, variant == "rotate", spread_offset, text)
     masks = GroupMasks([0] * numgrps)
+    masks.kernel = text.version
 
     node_to_cpumask = t.node_to_cpumask or build_node_to_cpumask(t)
     npresmsk = t.present
@@ -578,21 +639,32 @@ def group_cpus_evenly(numgrps: int, topo: Topology | CpuTopo, variant: str = "ma
     npresmsk = t.possible & ~npresmsk
     nr_others = __group_cpus_evenly(curgrp, numgrps, node_to_cpumask, npresmsk, masks, ctx)
 
-    masks.nummasks = min(nr_present + nr_others, numgrps)
+    if text.nummasks:
+        masks.nummasks = min(nr_present + nr_others, numgrps)
+    else:
+        if nr_present + nr_others < numgrps:    # WARN_ON (fail_build_affinity)
+            ctx.warnings += 1
+        masks.nummasks = numgrps
     masks.warnings = ctx.warnings
     return masks
 
 
 def spread_devices(numgrps: int, topo: Topology | CpuTopo, devices: int,
-                   variant: str = "mainline", first_offset: int = 0) -> list[GroupMasks]:
+                   variant: str = "mainline", first_offset: int = 0,
+                   kernel: str | None = None) -> list[GroupMasks]:
     """The masks ``devices`` successive callers get, each asking for ``numgrps``.
 
     Under ``"rotate"`` device d gets ``spread_offset = first_offset + d`` (the
-    patch's global counter, assuming no other caller in between).
+    patch's global counter, assuming no other caller in between). ``kernel``
+    as in :func:`group_cpus_evenly`.
+
+    >>> from numalab.topology import load
+    >>> [len(g) for g in spread_devices(3, load("numa:1 core:4 pu:1"), 2)]
+    [3, 3]
     """
     t = _view(topo)
     out = []
     for d in range(devices):
-        g = group_cpus_evenly(numgrps, t, variant, first_offset + d)
+        g = group_cpus_evenly(numgrps, t, variant, first_offset + d, kernel=kernel)
         out.append(g if g is not None else GroupMasks())
     return out

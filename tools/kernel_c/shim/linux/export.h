@@ -1,0 +1,2 @@
+/* numalab shim: see ../kshim.h */
+#include "../kshim.h"
