@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,8 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .errors import NumalabError
+from .errors import NumalabError, ParameterError
+from .validate import integer, number, option_integer
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "bench_tables", "render"]
@@ -85,8 +87,11 @@ static void *pong(void *p) {
     return NULL;
 }
 
-/* Nanoseconds per round trip between cpu_a and cpu_b; negative on error. */
+/* Nanoseconds per round trip between cpu_a and cpu_b; negative on error
+   (-1 bad argument or no memory, -2 no thread, -3 cannot pin). The partner
+   thread, once started, is joined on every path. */
 double numalab_pingpong(int cpu_a, int cpu_b, long iters) {
+    if (iters <= 0) return -1;
     struct pp *line = aligned_alloc(LINE, sizeof(*line));
     if (!line) return -1;
     atomic_store(&line->flag, 0);
@@ -113,8 +118,9 @@ double numalab_pingpong(int cpu_a, int cpu_b, long iters) {
    thread was preempted stands out, so the caller can take the median. */
 int numalab_pingpong_chunks(int cpu_a, int cpu_b, long iters, long chunk, double *out,
                             double max_ns) {
+    if (chunk <= 0 || iters < chunk) return -1;
     struct pp *line = aligned_alloc(LINE, sizeof(*line));
-    if (!line || chunk <= 0) return -1;
+    if (!line) return -1;
     atomic_store(&line->flag, 0);
     struct pp_arg b = { line, cpu_b, iters, 0 };
     pthread_t t;
@@ -153,7 +159,9 @@ struct inc_arg { _Atomic long *counter; int cpu; long iters; _Atomic int *go; in
 static void *incr(void *p) {
     struct inc_arg *a = p;
     if (pin(a->cpu)) a->err = 1;
-    while (!atomic_load(a->go)) ;
+    int go;
+    while (!(go = atomic_load(a->go))) sched_yield();   /* start barrier, not timed */
+    if (go < 0) return NULL;     /* a later thread could not start: stop untouched */
     double t0 = now_ns();
     for (long i = 0; i < a->iters; i++)
         atomic_fetch_add_explicit(a->counter, 1, memory_order_relaxed);
@@ -161,26 +169,34 @@ static void *incr(void *p) {
     return NULL;
 }
 
-/* Total increments per second of n threads; shared != 0: one counter for all. */
+/* Total increments per second of n threads; shared != 0: one counter for all.
+   Negative on error: -1 bad argument or no memory, -2 a thread could not be
+   created, -3 a thread could not be pinned, -4 nothing measured. Every
+   thread started is joined before returning, on every path (they wait on
+   `go`, a variable of this function: none may outlive it). */
 double numalab_increments(int n, const int *cpus, long iters, int shared) {
-    struct slot *slots = aligned_alloc(LINE, sizeof(struct slot) * (n > 0 ? n : 1));
+    if (n <= 0 || iters <= 0) return -1;
+    struct slot *slots = aligned_alloc(LINE, sizeof(struct slot) * n);
     struct inc_arg *args = calloc(n, sizeof(*args));
     pthread_t *th = calloc(n, sizeof(*th));
     _Atomic int go = 0;
-    if (!slots || !args || !th) return -1;
+    if (!slots || !args || !th) { free(slots); free(args); free(th); return -1; }
+    int started = 0;
     for (int i = 0; i < n; i++) {
         atomic_store(&slots[i].v, 0);
         args[i] = (struct inc_arg){ shared ? &slots[0].v : &slots[i].v, cpus[i], iters, &go, 0, 0 };
-        if (pthread_create(&th[i], NULL, incr, &args[i])) return -2;
+        if (pthread_create(&th[i], NULL, incr, &args[i])) break;
+        started++;
     }
-    atomic_store(&go, 1);
+    atomic_store(&go, started == n ? 1 : -1);
     double worst = 0; int err = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < started; i++) {
         pthread_join(th[i], NULL);
         if (args[i].ns > worst) worst = args[i].ns;
         err |= args[i].err;
     }
     free(slots); free(args); free(th);
+    if (started < n) return -2;
     if (err) return -3;
     return worst > 0 ? (double)n * iters / (worst / 1e9) : -4;
 }
@@ -206,9 +222,17 @@ def library() -> ctypes.CDLL:
         return _LIB
     if not sys.platform.startswith("linux"):
         raise BenchUnavailable("the atomics benchmark pins threads with Linux affinity calls")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
+    cc_env = os.environ.get("CC", "").strip()
+    try:
+        cc_cmd = shlex.split(cc_env) if cc_env else []
+    except ValueError as e:
+        raise BenchUnavailable(f"CC={cc_env!r} cannot be read as a command: {e}") from None
+    if not cc_cmd:
+        found = shutil.which("cc") or shutil.which("gcc")
+        cc_cmd = [found] if found else []
+    if not cc_cmd:
         raise BenchUnavailable("no C compiler (cc or gcc) on PATH; install one to run the benchmark")
+    cc = " ".join(cc_cmd)
     digest = hashlib.sha256(_C_SOURCE.encode()).hexdigest()[:16]
     out = _cache_dir() / f"atomics-{digest}.so"
     if not out.exists():
@@ -217,13 +241,21 @@ def library() -> ctypes.CDLL:
             src = Path(tmp) / "atomics.c"
             src.write_text(_C_SOURCE)
             so = Path(tmp) / "atomics.so"
-            r = subprocess.run([cc, "-O2", "-std=c11", "-shared", "-fPIC", "-pthread",
-                                str(src), "-o", str(so)], capture_output=True, text=True)
+            try:
+                r = subprocess.run([*cc_cmd, "-O2", "-std=c11", "-shared", "-fPIC", "-pthread",
+                                    str(src), "-o", str(so)], capture_output=True, text=True)
+            except OSError as e:       # CC names no program, or one that cannot run
+                raise BenchUnavailable(f"cannot run the C compiler {cc!r} (CC): "
+                                       f"{e.strerror or e}") from None
             if r.returncode != 0:
-                raise BenchUnavailable(f"compiling the benchmark with {cc} failed: "
-                                       f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+                why = (r.stderr.strip().splitlines()[-1] if r.stderr.strip()
+                       else f"exit status {r.returncode}")
+                raise BenchUnavailable(f"compiling the benchmark with {cc} failed: {why}")
             os.replace(so, out)
-    lib = ctypes.CDLL(str(out))
+    try:
+        lib = ctypes.CDLL(str(out))
+    except OSError as e:
+        raise BenchUnavailable(f"cannot load the compiled benchmark {out}: {e}") from None
     lib.numalab_pingpong.restype = ctypes.c_double
     lib.numalab_pingpong.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
     lib.numalab_pingpong_chunks.restype = ctypes.c_int
@@ -254,15 +286,68 @@ def _usable_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
+MAX_ITERS = 10 ** 10       # round trips or increments per call (hours at most)
+MAX_REPEATS = 1000
+MAX_THREADS = 1024         # threads of one increments run
+
+
+def _check_cpus(name: str, cpus, *, distinct: bool = True) -> list[int]:
+    """``cpus`` as a list of CPU numbers this process may run on.
+
+    A non-integer, a negative number, a repeated CPU (when ``distinct``) or
+    an empty list is a ParameterError; a CPU outside this process's
+    affinity is BenchUnavailable (it cannot be measured here).
+
+    >>> _check_cpus("cpus", [-1])
+    Traceback (most recent call last):
+    numalab.errors.ParameterError: cpus: CPU must be an integer >= 0, not -1
+    """
+    if isinstance(cpus, (str, bytes)) or not hasattr(cpus, "__iter__"):
+        raise ParameterError(f"{name} must be a list of CPU numbers, not {cpus!r}")
+    out = [integer(f"{name}: CPU", c, 0) for c in cpus]
+    if not out:
+        raise ParameterError(f"{name} must name at least one CPU")
+    if distinct and len(set(out)) != len(out):
+        raise ParameterError(f"{name} must not repeat a CPU: {out}")
+    usable = set(_usable_cpus())
+    bad = [c for c in out if c not in usable]
+    if bad:
+        from .cpumask import format_cpulist
+        def show(cs):
+            return format_cpulist(sum(1 << c for c in cs)) or "none"
+        raise BenchUnavailable(f"cannot pin threads to CPU(s) {show(bad)}: this process may "
+                               f"use CPUs {show(usable)}")
+    return out
+
+
+def _pair(cpu_a: int, cpu_b: int) -> tuple[int, int]:
+    a, b = _check_cpus("cpu_a, cpu_b", [cpu_a, cpu_b], distinct=False)
+    if a == b:
+        raise ParameterError(f"a round trip needs two different CPUs, not {a} and {b}")
+    return a, b
+
+
+_C_ERRORS = {-1: "bad argument or out of memory", -2: "cannot create a thread",
+             -3: "cannot pin a thread to its CPU", -4: "nothing measured"}
+
+
+def _failed(what: str, code: float) -> BenchUnavailable:
+    return BenchUnavailable(f"{what}: {_C_ERRORS.get(int(code), f'error {code:g}')}")
+
+
 def pingpong_ns(cpu_a: int, cpu_b: int, iters: int = 20000, repeats: int = 3) -> float:
-    """Best-of-``repeats`` nanoseconds per round trip between two CPUs."""
+    """Best-of-``repeats`` nanoseconds per round trip between two different
+    CPUs this process may use (``iters`` round trips per repeat, >= 1)."""
+    cpu_a, cpu_b = _pair(cpu_a, cpu_b)
+    iters = integer("iters", iters, 1, MAX_ITERS)
+    repeats = integer("repeats", repeats, 1, MAX_REPEATS)
     lib = library()
     best = float("inf")
     for _ in range(repeats):
         with _KeepAffinity():
             v = lib.numalab_pingpong(cpu_a, cpu_b, iters)
         if v < 0:
-            raise BenchUnavailable(f"cannot pin threads to CPUs {cpu_a} and {cpu_b}")
+            raise _failed(f"round trip between CPUs {cpu_a} and {cpu_b}", v)
         best = min(best, v)
     return best
 
@@ -280,6 +365,10 @@ def pingpong_robust_ns(cpu_a: int, cpu_b: int, iters: int = 20000, chunk: int = 
     """
     import statistics
 
+    cpu_a, cpu_b = _pair(cpu_a, cpu_b)
+    iters = integer("iters", iters, 1, MAX_ITERS)
+    chunk = integer("chunk", chunk, 1, iters)
+    number("max_seconds", max_seconds, 0, 24 * 3600, lo_open=True)
     lib = library()
     n = max(1, iters // chunk)
     out = (ctypes.c_double * n)()
@@ -287,7 +376,7 @@ def pingpong_robust_ns(cpu_a: int, cpu_b: int, iters: int = 20000, chunk: int = 
         got = lib.numalab_pingpong_chunks(cpu_a, cpu_b, n * chunk, chunk, out,
                                           max_seconds * 1e9)
     if got <= 0:
-        raise BenchUnavailable(f"cannot pin threads to CPUs {cpu_a} and {cpu_b}")
+        raise _failed(f"round trips between CPUs {cpu_a} and {cpu_b}", got if got < 0 else -4)
     xs = sorted(out[:got])
     return {"median_ns": statistics.median(xs), "min_ns": xs[0],
             "p90_ns": xs[min(len(xs) - 1, int(0.9 * len(xs)))], "chunks": got}
@@ -303,7 +392,8 @@ def latency_matrix(cpus: list[int] | None = None, iters: int = 20000,
     machine busy with other work still gives its hardware figure;
     ``"round_trip_min_ns"`` holds the fastest block.
     """
-    cpus = list(cpus) if cpus is not None else _usable_cpus()
+    cpus = _check_cpus("cpus", cpus) if cpus is not None else _usable_cpus()
+    iters = integer("iters", iters, 1, MAX_ITERS)
     mat: list[list[float | None]] = [[None] * len(cpus) for _ in cpus]
     mins: list[list[float | None]] = [[None] * len(cpus) for _ in cpus]
     pairs = [(i, j) for i in range(len(cpus)) for j in range(len(cpus)) if i < j]
@@ -324,20 +414,25 @@ def contended_increments(n: int, cpus: list[int] | None = None, iters: int = 2_0
     Threads are pinned round-robin over ``cpus`` (default: the CPUs this
     process may use); with more threads than CPUs they time-share.
     """
+    n = integer("n", n, 1, MAX_THREADS)
+    pool = _check_cpus("cpus", cpus, distinct=False) if cpus is not None else _usable_cpus()
+    iters = integer("iters", iters, 1, MAX_ITERS)
+    repeats = integer("repeats", repeats, 1, MAX_REPEATS)
     lib = library()
-    pool = list(cpus) if cpus is not None else _usable_cpus()
     placed = (ctypes.c_int * n)(*[pool[i % len(pool)] for i in range(n)])
     best = 0.0
     for _ in range(repeats):
         v = lib.numalab_increments(n, placed, iters, 1 if shared else 0)
         if v < 0:
-            raise BenchUnavailable(f"increment benchmark failed ({v:.0f}) on CPUs {list(placed)}")
+            raise _failed(f"increments on CPUs {list(placed)}", v)
         best = max(best, v)
     return best
 
 
 def run_atomics(max_threads: int | None = None, quick: bool = False, progress=None) -> dict:
     """The full benchmark as one JSON-able dict (what ``collect --bench`` stores)."""
+    if max_threads is not None:
+        integer("max_threads", max_threads, 1, MAX_THREADS)
     cpus = _usable_cpus()
     max_threads = max_threads or max(2, len(cpus))
     iters_pp = 2000 if quick else 20000
@@ -399,14 +494,14 @@ def bench_tables(result: dict):
 def _bench_arguments(p) -> None:
     p.add_argument("--quick", action="store_true",
                    help="fewer iterations: noisier, much faster")
-    p.add_argument("--max-threads", type=int, metavar="N",
-                   help="largest thread count of the increments table (default: the CPUs "
-                        "this process may use, at least 2)")
+    p.add_argument("--max-threads", type=option_integer(1, MAX_THREADS), metavar="N",
+                   help=f"largest thread count of the increments table, 1..{MAX_THREADS} "
+                        f"(default: the CPUs this process may use, at least 2)")
 
 
 def _bench_run(args) -> dict:
-    if args.max_threads is not None and args.max_threads < 1:
-        raise NumalabError("--max-threads must be at least 1")
+    if args.max_threads is not None:
+        integer("--max-threads", args.max_threads, 1, MAX_THREADS)
     return run_atomics(max_threads=args.max_threads, quick=args.quick)
 
 

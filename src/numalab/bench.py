@@ -21,6 +21,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .validate import integer, number, option_integer, option_number
+from .validate import seed as _seed
+
 __all__ = ["Benchmark", "register", "targets", "calls_per_second",
            "GROUP_CPUS_CASES", "group_cpus_configs", "run_group_cpus_sweep"]
 
@@ -35,6 +38,9 @@ class Benchmark:
 
 
 _TARGETS: dict[str, Benchmark] = {}
+MAX_SECONDS = 3600.0          # one timed measurement
+MAX_CONFIGS = 10 ** 7         # sweep configurations
+MAX_JOBS = 256                # sweep processes
 # Modules that register further targets when imported.
 _MODULES: tuple[str, ...] = ("numalab.atomics",)
 
@@ -60,7 +66,14 @@ def calls_per_second(fn: Callable[[int], object], seconds: float = 1.0,
     """Call ``fn(i)`` for i = 0, 1, ... for about ``seconds``; return (calls/s, calls).
 
     One untimed warm-up call first (it fills per-topology caches).
+    ``seconds`` is a number in (0, MAX_SECONDS], ``min_calls`` an integer >= 1.
+
+    >>> rate, calls = calls_per_second(lambda i: None, seconds=0.01)
+    >>> calls >= 3 and rate > 0
+    True
     """
+    number("seconds", seconds, 0, MAX_SECONDS, lo_open=True)
+    integer("min_calls", min_calls, 1, 10 ** 9)
     fn(0)
     n = 0
     start = time.perf_counter()
@@ -91,7 +104,13 @@ _SWEEP_SHAPES = (
 
 
 def group_cpus_configs(n: int = 10_000, seed: int = 0) -> list[tuple[str, int, str, int]]:
-    """``n`` sweep configurations ``(shape, groups, variant, devices)``, from ``seed``."""
+    """``n`` sweep configurations ``(shape, groups, variant, devices)``, from ``seed``.
+
+    >>> len(group_cpus_configs(4)), group_cpus_configs(4) == group_cpus_configs(4)
+    (4, True)
+    """
+    integer("n", n, 0, MAX_CONFIGS)
+    _seed(seed)
     rng = random.Random(seed)
     sizes = {}
     from .topology import load
@@ -126,6 +145,8 @@ def _sweep_chunk(chunk: list[tuple[str, int, str, int]]) -> tuple[int, int]:
 
 def run_group_cpus_sweep(n: int = 10_000, jobs: int = 2, seed: int = 0) -> dict:
     """Time ``n`` configurations over ``jobs`` processes; the digest checks the work."""
+    integer("n", n, 1, MAX_CONFIGS)
+    integer("jobs", jobs, 1, MAX_JOBS)
     configs = group_cpus_configs(n, seed)
     size = max(1, len(configs) // (jobs * 8))
     chunks = [configs[i:i + size] for i in range(0, len(configs), size)]
@@ -143,20 +164,22 @@ def run_group_cpus_sweep(n: int = 10_000, jobs: int = 2, seed: int = 0) -> dict:
 
 
 def _group_cpus_args(p) -> None:
-    p.add_argument("--seconds", type=float, default=1.0,
-                   help="time per measurement (default 1)")
+    p.add_argument("--seconds", type=option_number(0, MAX_SECONDS, lo_open=True), default=1.0,
+                   help=f"time per measurement, 0 < S <= {MAX_SECONDS:g} (default 1)")
     p.add_argument("--sweep", action="store_true",
                    help="also time a sweep of --configs configurations over --jobs processes")
-    p.add_argument("--configs", type=int, default=10_000, help="sweep size (default 10000)")
-    p.add_argument("--jobs", type=int, default=2, help="sweep processes (default 2)")
+    p.add_argument("--configs", type=option_integer(1, MAX_CONFIGS), default=10_000,
+                   help=f"sweep size, 1..{MAX_CONFIGS} (default 10000)")
+    p.add_argument("--jobs", type=option_integer(1, MAX_JOBS), default=2,
+                   help=f"sweep processes, 1..{MAX_JOBS} (default 2)")
 
 
 def _group_cpus_run(args) -> dict:
-    from .errors import NumalabError
     from .kernel.lib.group_cpus import group_cpus_evenly, prepare
     from .topology import load
-    if args.seconds <= 0 or args.configs < 1 or args.jobs < 1:
-        raise NumalabError("--seconds, --configs and --jobs must be positive")
+    number("--seconds", args.seconds, 0, MAX_SECONDS, lo_open=True)
+    integer("--configs", args.configs, 1, MAX_CONFIGS)
+    integer("--jobs", args.jobs, 1, MAX_JOBS)
     rows = []
     for shape, groups, target in GROUP_CPUS_CASES:
         view = prepare(load(shape))

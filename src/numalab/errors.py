@@ -41,3 +41,10 @@ class TopologyError(NumalabError):
 class UnsafeArchiveError(TopologyError):
     """A tar member that would write outside the dump (absolute path, ``..``,
     device file, or a link pointing outside); it is refused, never extracted."""
+
+
+class ParameterError(NumalabError, ValueError):
+    """A number or option given to a model, a benchmark or the command line
+    that is out of range, not finite or of the wrong type (NaN, an infinite
+    duration, a negative count, a seed numpy cannot take...). The message
+    names the parameter, says what it must be and shows the value given."""

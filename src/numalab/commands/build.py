@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 import sys
 
+from ..validate import option_integer
+
+MAX_JOBS = 64
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -20,8 +24,9 @@ def add_parser(sub) -> None:
                         "(directory or .tar.bz2), hwloc .xml, lscpu .csv, .toml "
                         "descriptions or synthetic strings (default: data/ and "
                         "../shared/topologies/hwloc)")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                   help="notebooks executed at once, each in its own process (default 1)")
+    p.add_argument("--jobs", "-j", type=option_integer(1, MAX_JOBS), default=1, metavar="N",
+                   help=f"notebooks executed at once, each in its own process, 1..{MAX_JOBS} "
+                        f"(default 1)")
     p.add_argument("--only", metavar="CHAPTER",
                    help="execute just this chapter (name like 03-probing, or number "
                         "like 3); the others come from the cache")

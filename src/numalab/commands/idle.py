@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 from ..errors import NumalabError
+from ..models.idle_sim import MAX_MS, RUN_US_RANGE
+from ..validate import option_number, option_seed
 
 
 def add_parser(sub) -> None:
@@ -21,13 +23,16 @@ def add_parser(sub) -> None:
                    help="per-node idle masks (SCX_OPS_BUILTIN_IDLE_PER_NODE)")
     p.add_argument("--compare", action="store_true",
                    help="run both modes and print the predicted build times")
-    p.add_argument("--load", type=float, default=None, metavar="L",
+    p.add_argument("--load", type=option_number(0, 1, lo_open=True), default=None, metavar="L",
                    help="fraction of time each task wants to run, 0 < L <= 1 (default 0.85)")
-    p.add_argument("--run-us", type=float, default=None, metavar="US",
-                   help="mean run phase in microseconds (default 49)")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
-    p.add_argument("--duration", type=float, default=None, metavar="MS",
-                   help="simulated milliseconds measured (default 10)")
+    p.add_argument("--run-us", type=option_number(*RUN_US_RANGE), default=None, metavar="US",
+                   help=f"mean run phase in microseconds, "
+                        f"{RUN_US_RANGE[0]:g}..{RUN_US_RANGE[1]:g} (default 49)")
+    p.add_argument("--seed", type=option_seed(), default=0, metavar="S",
+                   help="random seed, an integer >= 0 (default 0)")
+    p.add_argument("--duration", type=option_number(0, MAX_MS, lo_open=True), default=None,
+                   metavar="MS", help=f"simulated milliseconds measured, 0 < MS <= {MAX_MS:g} "
+                                      f"(default 10)")
     p.add_argument("--cached-order", action="store_true",
                    help="visit remote nodes from a cached per-node order instead of "
                         "for_each_node_numadist()")

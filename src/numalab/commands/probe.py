@@ -8,9 +8,11 @@ import dataclasses
 import json
 import re
 
-from ..cpumask import parse_cpulist
-from ..models.probe import POLICIES, POLICY_ALIASES, Params, ProbeModelError, simulate
+from ..cpumask import format_cpulist, parse_cpulist
+from ..models.probe import (ALPHA_RANGE, MAX_BACKGROUND, POLICIES, POLICY_ALIASES, Params,
+                             ProbeModelError, simulate)
 from ..topology import load
+from ..validate import option_number, option_seed
 
 _SPEC_HELP = """\
 SPEC is a comma-separated list of KIND[:COUNT][@NODE] items:
@@ -24,7 +26,9 @@ SPEC is a comma-separated list of KIND[:COUNT][@NODE] items:
          PCI devices without @NODE have no node (as when the firmware gives none).
 Example: nvme:3@node0,mlx5:2@node1,usb:2"""
 
-_ITEM = re.compile(r"^([a-z0-9_]+)(?::(\d+))?(?:@(?:node)?(-1|none|\d+))?$")
+MAX_DEVICES = 4096      # per item and in all
+
+_ITEM = re.compile(r"^([a-z0-9_]+)(?::(\d{1,9}))?(?:@(?:node)?(-1|none|\d{1,9}))?$")
 
 
 def parse_spec(spec: str, topo) -> list:
@@ -50,8 +54,9 @@ def parse_spec(spec: str, topo) -> list:
         kind, count, node = m.group(1), int(m.group(2) or 1), m.group(3)
         if kind not in cat:
             raise ProbeModelError(f"--devices: unknown kind {kind!r} (one of {', '.join(cat)})")
-        if count < 1 or count > 4096:
-            raise ProbeModelError(f"--devices: count of {kind} must be 1..4096, not {count}")
+        if count < 1 or count > MAX_DEVICES:
+            raise ProbeModelError(f"--devices: count of {kind} must be 1..{MAX_DEVICES}, "
+                                  f"not {count}")
         n = -1 if node in (None, "-1", "none") else int(node)
         if kind == "platform" and n >= 0:
             raise ProbeModelError("--devices: platform devices have no node (drop the @NODE)")
@@ -64,6 +69,8 @@ def parse_spec(spec: str, topo) -> list:
             counters[kind] = i + 1
             name = f"{kind}_{i}" if kind[-1].isdigit() else f"{kind}{i}"
             devices.append(dataclasses.replace(tmpl, name=name, node=n))
+    if len(devices) > MAX_DEVICES:
+        raise ProbeModelError(f"--devices: {len(devices)} devices in all; at most {MAX_DEVICES}")
     return devices
 
 
@@ -83,13 +90,16 @@ def add_parser(sub) -> None:
     p.add_argument("--policy", default="mainline", metavar="P",
                    help=f"one of {', '.join(POLICIES)} (or a, b, c, d), or 'all' "
                         f"(default: mainline)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (udev worker CPUs, ties)")
-    p.add_argument("--alpha", type=float, default=0.5,
-                   help="remote-memory sensitivity: CPU time x (1 + alpha (d/10 - 1)) off-node")
+    p.add_argument("--seed", type=option_seed(), default=0,
+                   help="random seed (udev worker CPUs, ties), an integer >= 0")
+    p.add_argument("--alpha", type=option_number(*ALPHA_RANGE), default=0.5,
+                   help="remote-memory sensitivity, 0..1: CPU time x (1 + alpha (d/10 - 1)) "
+                        "off-node (default 0.5)")
     p.add_argument("--isolcpus", metavar="CPULIST", default="",
                    help="CPUs isolated with isolcpus=domain and nohz_full (e.g. 0-3)")
-    p.add_argument("--background", type=float, default=0.0,
-                   help="runnable background tasks on every CPU (default 0)")
+    p.add_argument("--background", type=option_number(0, MAX_BACKGROUND), default=0.0,
+                   help=f"runnable background tasks on every CPU, 0..{MAX_BACKGROUND:g} "
+                        f"(default 0)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -118,8 +128,10 @@ def run(args) -> int:
     topo = load(args.topology)
     devices = parse_spec(args.devices, topo)
     iso = parse_cpulist(args.isolcpus) if args.isolcpus else 0
-    if args.alpha < 0 or args.background < 0:
-        raise ProbeModelError("--alpha and --background must be >= 0")
+    known = topo.possible or sum(1 << c for c in topo.cpus)
+    if iso & ~known:
+        raise ProbeModelError(f"--isolcpus: CPU(s) {format_cpulist(iso & ~known)} are not CPUs "
+                              f"of {topo.name} ({format_cpulist(known) or 'none'})")
     params = Params(alpha=args.alpha, isolcpus=iso, nohz_full=iso, background=args.background)
     runs = [simulate(topo, devices, pol, seed=args.seed, params=params) for pol in policies]
     if args.json:

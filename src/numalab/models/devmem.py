@@ -65,8 +65,10 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from .. import published as _published
+from ..errors import ParameterError
 from ..topology.model import Topology
-from .refcount import Latencies, percpu_expected, relation, simulate
+from ..validate import integer, number, one_of
+from .refcount import MAX_RATE, MAX_WORK_NS, Latencies, percpu_expected, relation, simulate
 
 __all__ = ["PAGE_SIZE", "SEED_KPERF", "Scenario", "Calibration", "fragments", "parse_kperf",
            "seed_summary", "seed_topology", "scaled_latencies", "placement", "PLACEMENTS",
@@ -155,8 +157,8 @@ def fragments(message_bytes: int, frag_bytes: int = PAGE_SIZE) -> tuple[int, flo
     >>> fragments(1000)
     (1, 1000.0)
     """
-    if message_bytes <= 0 or frag_bytes <= 0:
-        raise ValueError("message and fragment sizes must be positive")
+    number("message_bytes", message_bytes, 1, 1 << 40)
+    number("frag_bytes", frag_bytes, 1, 1 << 40)
     n = math.ceil(message_bytes / frag_bytes)
     return n, message_bytes / n
 
@@ -179,6 +181,14 @@ class Scenario:
     app_put_share: float = 0.0
     msg_overhead_ns: float = 1000.0
 
+    def __post_init__(self):
+        integer("flows", self.flows, 1, 1 << 16)
+        fragments(self.message_bytes, self.frag_bytes)
+        number("gets_per_frag", self.gets_per_frag, 0, 1e6)
+        number("puts_per_frag", self.puts_per_frag, 0, 1e6)
+        number("app_put_share", self.app_put_share, 0, 1)
+        number("msg_overhead_ns", self.msg_overhead_ns, 0, MAX_WORK_NS)
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -190,6 +200,11 @@ class Calibration:
     transfer_ns: float
     rx_refs_per_frag: float
     op_local_ns: float = 2.0
+
+    def __post_init__(self):
+        # fitted numbers: finite is all the fit promises; simulate() checks signs
+        for name, v in asdict(self).items():
+            number(name, v)
 
     def latencies(self, base: Latencies | None = None) -> Latencies:
         """The default latency classes scaled so that ``cluster_ns`` (one
@@ -207,6 +222,9 @@ def scaled_latencies(cluster_ns: float, base: Latencies | None = None,
     180.0
     """
     base = base or Latencies()
+    number("cluster_ns", cluster_ns, 0, lo_open=True)
+    if base.cluster_ns <= 0:
+        raise ParameterError("base.cluster_ns must be > 0 to scale from it")
     f = cluster_ns / base.cluster_ns
     return Latencies(op_local_ns=base.op_local_ns if op_local_ns is None else op_local_ns,
                      smt_ns=base.smt_ns * f, cluster_ns=cluster_ns,
@@ -340,19 +358,26 @@ def simulate_devmem(topo: Topology, app: list[int], net: list[int], mode: str,
     Mode "percpu" is computed with :func:`percpu_expected` (no CPU waits for
     another, so there is nothing to simulate); "shared" is simulated.
     """
+    one_of("mode", mode, ("shared", "percpu"))
     if len(app) != len(net) or not app:
-        raise ValueError("one app CPU and one net CPU per flow")
+        raise ParameterError("one app CPU and one net CPU per flow")
+    for c in list(app) + list(net):
+        if integer("app/net CPU", c, 0) not in topo.cpus:
+            raise ParameterError(f"CPU {c} is not a CPU of {topo.name}")
     lat = lat or cal.latencies()
     _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)
     k = len(app)
+    max_g = MAX_RATE * frag_b / 1e9          # GB/s that make MAX_RATE fragments/s
     if gbytes_per_s is None:
         rates = None
-    elif isinstance(gbytes_per_s, (int, float)):
-        rates = [gbytes_per_s * 1e9 / k / frag_b] * k
+    elif not hasattr(gbytes_per_s, "__iter__"):
+        rates = [number("gbytes_per_s", gbytes_per_s, 0, max_g, lo_open=True)
+                 * 1e9 / k / frag_b] * k
     else:
         if len(gbytes_per_s) != k:
-            raise ValueError("one offered rate per flow")
-        rates = [g * 1e9 / frag_b for g in gbytes_per_s]
+            raise ParameterError("one offered rate per flow")
+        rates = [number(f"gbytes_per_s[{i}]", g, 0, max_g, lo_open=True) * 1e9 / frag_b
+                 for i, g in enumerate(gbytes_per_s)]
     w_app = _app_work(cal, sc)
     app_ops = sc.gets_per_frag + sc.app_put_share * sc.puts_per_frag
     net_ops = (1 - sc.app_put_share) * sc.puts_per_frag
@@ -395,6 +420,7 @@ def ceiling(topo: Topology, app: list[int], net: list[int], mode: str, cal: Cali
     take the minimum with the link rate yourself.
     """
     lat = lat or cal.latencies()
+    integer("steps", steps, 0, 64)
     if mode == "percpu":
         return simulate_devmem(topo, app, net, "percpu", cal, sc, lat=lat)["gbytes_per_s"]
     _, frag_b = fragments(sc.message_bytes, sc.frag_bytes)

@@ -54,8 +54,10 @@ from typing import Any
 import numpy as np
 
 from .. import published as _published
-from ..errors import NumalabError
+from ..errors import ParameterError
 from ..kernel.sched.ext_idle import (
+    SCX_PICK_IDLE_CORE,
+    SCX_PICK_IDLE_IN_NODE,
     CostModel,
     IdleMasks,
     Stats,
@@ -65,16 +67,29 @@ from ..kernel.sched.ext_idle import (
     scx_select_cpu_dfl,
 )
 from ..topology.model import Topology
+from ..validate import budget, integer, number, one_of
+from ..validate import seed as _seed
 
 __all__ = ["SimParams", "SimResult", "simulate", "compare", "sensitivity",
            "dgx_b200", "dgx1", "machine", "node_walk_table", "latency_from_bench",
-           "SEED_BEFORE_S", "SEED_AFTER_S"]
+           "SEED_BEFORE_S", "SEED_AFTER_S", "SimParamError", "wakeups_bound", "MAX_WAKEUPS"]
 
 SEED_BEFORE_S = _published.idle_b200()["before"]["mean"]  # make -j, DGX B200, flat idle mask
 SEED_AFTER_S = _published.idle_b200()["after"]["mean"]    # ... with per-node idle masks
 
 
-class SimParamError(NumalabError, ValueError):
+# Ranges of the inputs (SimParams.check(), the command's options):
+RUN_US_RANGE = (0.001, 1e6)       # mean run phase: 1 ns .. 1 s
+MAX_MS = 60_000.0                 # duration_ms and warmup_ms: one simulated minute
+MAX_TASKS_PER_CPU = 64.0
+MAX_COST_NS = 1e6                 # one transfer / word / lookup; remote_factor too
+# A run simulating more wakeups than this would take hours (or, with
+# zero-length phases, never end): refused with the knobs to turn. The
+# defaults on the DGX B200 make about 43 000; 5e6 on 4 CPUs take about a minute.
+MAX_WAKEUPS = 5e6
+
+
+class SimParamError(ParameterError):
     """A simulation parameter out of range."""
 
 
@@ -126,19 +141,31 @@ class SimParams:
     serialize: bool = True
     build_before_s: float = SEED_BEFORE_S
 
+    def __post_init__(self):
+        self.check()
+
     def check(self) -> "SimParams":
-        if not 0 < self.load <= 1:
-            raise SimParamError(f"load {self.load} is not in (0, 1]")
-        if self.tasks_per_cpu <= 0 or self.run_mean_us <= 0:
-            raise SimParamError("tasks_per_cpu and run_mean_us must be positive")
-        if self.duration_ms <= 0 or self.warmup_ms < 0:
-            raise SimParamError("duration_ms must be positive and warmup_ms not negative")
-        if not 0 <= self.waker_local <= 1:
-            raise SimParamError(f"waker_local {self.waker_local} is not in [0, 1]")
-        if self.node_order not in ("walk", "cached"):
-            raise SimParamError(f"node_order {self.node_order!r} is not 'walk' or 'cached'")
-        if self.local_ns < 0 or self.remote_factor < 0 or self.word_ns < 0 or self.lookup_ns < 0:
-            raise SimParamError("costs must not be negative")
+        """``self`` when every field is of the right type and in range (finite
+        numbers only); else SimParamError naming the field."""
+        err = SimParamError
+        number("load", self.load, 0, 1, lo_open=True, error=err)
+        number("tasks_per_cpu", self.tasks_per_cpu, 0, MAX_TASKS_PER_CPU, lo_open=True,
+               error=err)
+        number("run_mean_us", self.run_mean_us, *RUN_US_RANGE, error=err)
+        number("waker_local", self.waker_local, 0, 1, error=err)
+        number("duration_ms", self.duration_ms, 0, MAX_MS, lo_open=True, error=err)
+        number("warmup_ms", self.warmup_ms, 0, MAX_MS, error=err)
+        for name in ("per_node", "serialize"):
+            if not isinstance(getattr(self, name), bool):
+                raise SimParamError(f"{name} must be True or False, not {getattr(self, name)!r}")
+        flags = integer("pick_flags", self.pick_flags, 0, error=err)
+        if flags & ~(SCX_PICK_IDLE_CORE | SCX_PICK_IDLE_IN_NODE):
+            raise SimParamError(f"pick_flags {flags:#x} has bits other than SCX_PICK_IDLE_CORE "
+                                f"and SCX_PICK_IDLE_IN_NODE")
+        one_of("node_order", self.node_order, ("walk", "cached"), error=err)
+        for name in ("local_ns", "remote_factor", "word_ns", "lookup_ns"):
+            number(name, getattr(self, name), 0, MAX_COST_NS, error=err)
+        number("build_before_s", self.build_before_s, 0, lo_open=True, error=err)
         return self
 
     def cost_model(self, latency_ns=None) -> CostModel:
@@ -401,6 +428,18 @@ class _Stream:
         return self.run[i], self.sleep[i], u[0], u[1]
 
 
+def wakeups_bound(p: SimParams, ntasks: int) -> float:
+    """About how many wakeups a run makes at most (warm-up included): each
+    task wakes once per mean run + sleep period (``run_mean_us / load``) on
+    average, less often when it has to queue for a CPU.
+
+    >>> round(wakeups_bound(SimParams(), 224))
+    42743
+    """
+    period_ns = p.run_mean_us * 1000.0 / p.load
+    return ntasks * (p.warmup_ms + p.duration_ms) * 1e6 / period_ns
+
+
 def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
              latency_ns: list[list[float]] | None = None, **overrides: Any) -> SimResult:
     """Run the load on ``topo`` and count the idle-mask traffic.
@@ -415,8 +454,13 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
     True
     """
     p = replace(params or SimParams(), **overrides).check()
+    _seed(seed, error=SimParamError)
     if latency_ns is None:
         latency_ns = latency_from_bench(topo)
+    if latency_ns is not None:
+        for i, row in enumerate(latency_ns):
+            for j, x in enumerate(row):
+                number(f"latency_ns[{i}][{j}]", x, 0, MAX_COST_NS, error=SimParamError)
     m = IdleMasks(topo, per_node=p.per_node, cost=p.cost_model(latency_ns),
                   node_order=p.node_order)
     online = [c for c in sorted(topo.cpus) if m.online >> c & 1]
@@ -428,6 +472,9 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
     ntasks = max(1, round(p.tasks_per_cpu * ncpu))
     run_mean = p.run_mean_us * 1000.0
     sleep_mean = run_mean * (1 - p.load) / p.load
+    budget(f"{topo.name}: {ntasks} tasks", wakeups_bound(p, ntasks), MAX_WAKEUPS,
+           "shorten duration_ms (--duration) or warmup_ms, or lengthen run_mean_us (--run-us)",
+           unit="wakeups", error=SimParamError)
     seqs = np.random.SeedSequence(seed).spawn(ntasks + 1)
     streams = [_Stream(s, run_mean, sleep_mean) for s in seqs[:ntasks]]
     init = np.random.default_rng(seqs[-1])

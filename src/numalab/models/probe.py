@@ -95,15 +95,17 @@ from typing import Any
 import numpy as np
 
 from ..cpumask import cpus as _cpus
-from ..errors import NumalabError
+from ..errors import ParameterError
 from ..kernel.drivers.base.dd import (PROBE_DEFAULT_STRATEGY, PROBE_PREFER_ASYNCHRONOUS,
                                       driver_allows_async_probing, probe_redirected_to_node)
 from ..kernel.drivers.pci.pci_driver import pci_call_probe_cpu
 from ..kernel.sched.isolation import HK_TYPE_DOMAIN, Housekeeping, housekeeping_cpumask
-from ..kernel.workqueue import (WORK_CPU_UNBOUND, WQ_DFL_ACTIVE, node_online,
+from ..kernel.workqueue import (AFFINITY_SCOPES, WORK_CPU_UNBOUND, WQ_DFL_ACTIVE, node_online,
                                        select_numa_node_cpu, unbound_pod_cpus,
                                        wq_unbound_cpumask)
 from ..topology.model import CPU, Node, Topology
+from ..validate import integer, number, one_of
+from ..validate import seed as _seed
 
 __all__ = ["POLICIES", "POLICY_ALIASES", "OPT_IN_BUSES", "Device", "Params", "ProbeRecord",
            "ProbeRun", "ProbeModelError", "policy_name", "remote_factor", "simulate",
@@ -117,8 +119,15 @@ OPT_IN_BUSES = frozenset({"pci"})   # buses that set the opt-in flag in variant 
 
 _EPS = 1e-9
 
+# Ranges of the inputs (checked where they enter: Device, Params, simulate):
+ALPHA_RANGE = (0.0, 1.0)          # a share of the work (module docstring)
+MAX_BACKGROUND = 10_000.0         # runnable background tasks per CPU
+MAX_PROBE_MS = 1e9                # one probe's CPU or wait time (about 11 days)
+MAX_ROUNDS = 10_000               # (CPU, wait) alternations of one probe
+WQ_MAX_ACTIVE = 2 * WQ_DFL_ACTIVE  # the kernel's cap on max_active (WQ_DFL_ACTIVE = half)
 
-class ProbeModelError(NumalabError):
+
+class ProbeModelError(ParameterError):
     """A device list or parameter the probe model cannot use."""
 
 
@@ -166,14 +175,20 @@ class Device:
     is_vf: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ProbeModelError(f"a device name must be a non-empty string, not {self.name!r}")
         if self.probe_type not in ("async", "sync"):
             raise ProbeModelError(f"{self.name}: probe type must be async or sync, "
                                   f"not {self.probe_type!r}")
-        if self.cpu_ms < 0 or self.wait_ms < 0 or not (math.isfinite(self.cpu_ms)
-                                                        and math.isfinite(self.wait_ms)):
-            raise ProbeModelError(f"{self.name}: probe costs must be finite and >= 0")
-        if self.rounds < 1:
-            raise ProbeModelError(f"{self.name}: rounds must be >= 1")
+        err = ProbeModelError
+        integer(f"{self.name}: node", self.node, -1, error=err)
+        number(f"{self.name}: cpu_ms", self.cpu_ms, 0, MAX_PROBE_MS, error=err)
+        number(f"{self.name}: wait_ms", self.wait_ms, 0, MAX_PROBE_MS, error=err)
+        integer(f"{self.name}: rounds", self.rounds, 1, MAX_ROUNDS, error=err)
+        if not isinstance(self.bus, str) or not isinstance(self.driver, str):
+            raise ProbeModelError(f"{self.name}: bus and driver must be strings")
+        if not all(isinstance(v, Device) for v in self.vfs):
+            raise ProbeModelError(f"{self.name}: vfs must be Devices")
         if not self.driver:
             object.__setattr__(self, "driver", self.name.rstrip("0123456789.:-_") or self.name)
 
@@ -208,6 +223,32 @@ class Params:
     driver_async_probe: str = ""
     max_active: int = WQ_DFL_ACTIVE
     caller_cpu: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        err = ProbeModelError
+        number("alpha", self.alpha, *ALPHA_RANGE, error=err)
+        from ..cpumask import MAX_CPUS
+        for what in ("isolcpus", "nohz_full"):
+            if integer(what, getattr(self, what), 0, error=err).bit_length() > MAX_CPUS:
+                raise ProbeModelError(f"{what} names CPUs beyond the {MAX_CPUS} numalab handles")
+        if isinstance(self.background, Mapping):
+            for cpu, bg in self.background.items():
+                integer("background: CPU", cpu, 0, error=err)
+                number(f"background[{cpu}]", bg, 0, MAX_BACKGROUND, error=err)
+        else:
+            number("background", self.background, 0, MAX_BACKGROUND, error=err)
+        number("cpu_intensive_thresh_ms", self.cpu_intensive_thresh_ms, 0, lo_open=True,
+               error=err)
+        one_of("affinity_scope", self.affinity_scope, AFFINITY_SCOPES, error=err)
+        if not isinstance(self.driver_async_probe, str):
+            raise ProbeModelError(f"driver_async_probe must be a string, "
+                                  f"not {self.driver_async_probe!r}")
+        integer("max_active", self.max_active, 1, WQ_MAX_ACTIVE, error=err)
+        if not isinstance(self.caller_cpu, Mapping):
+            raise ProbeModelError(f"caller_cpu must map driver names to CPUs, "
+                                  f"not {self.caller_cpu!r}")
+        for drv, cpu in self.caller_cpu.items():
+            integer(f"caller_cpu[{drv!r}]", cpu, 0, error=err)
 
 
 @dataclass
@@ -783,9 +824,12 @@ def simulate(topo: Topology, devices: Sequence[Device], policy: str, seed: int =
     True
     """
     pol = policy_name(policy)
-    params = params or Params()
-    if params.alpha < 0:
-        raise ProbeModelError("alpha must be >= 0")
+    params = Params() if params is None else params
+    if not isinstance(params, Params):
+        raise ProbeModelError(f"params must be a Params, not {type(params).__name__}")
+    _seed(seed, error=ProbeModelError)
+    if isinstance(devices, (str, bytes)) or not all(isinstance(d, Device) for d in devices):
+        raise ProbeModelError("devices must be a sequence of Device")
     if not topo.cpus and not topo.nodes:
         raise ProbeModelError(f"{topo.name}: the topology has no CPUs")
     _check_devices(topo, devices)
@@ -823,8 +867,15 @@ def machine(nodes: int = 2, cpus_per_node: int = 16, llc_size: int = 8, smt: int
     >>> t.cpumask_of_node(1), t.cpus[5].llc_cpus, t.distance(0, 1)
     (240, 48, 32)
     """
-    if nodes < 1 or cpus_per_node < 1 or llc_size < 1 or smt < 1:
-        raise ProbeModelError("machine(): counts must be >= 1")
+    from ..cpumask import MAX_CPUS
+    err = ProbeModelError
+    for what, v in (("nodes", nodes), ("cpus_per_node", cpus_per_node), ("llc_size", llc_size),
+                    ("smt", smt)):
+        integer(f"machine(): {what}", v, 1, MAX_CPUS, error=err)
+    if nodes * cpus_per_node > MAX_CPUS:
+        raise ProbeModelError(f"machine(): {nodes} x {cpus_per_node} CPUs is more than "
+                              f"{MAX_CPUS}")
+    integer("machine(): distance", distance, 10, 255, error=err)
     n = nodes * cpus_per_node
     cpus = {}
     for i in range(n):
@@ -855,8 +906,7 @@ def isolate_share(topo: Topology, share: float) -> int:
     >>> isolate_share(machine(2, 4), 0.5)
     51
     """
-    if not 0 <= share < 1:
-        raise ProbeModelError("isolated share must be in [0, 1)")
+    number("isolated share", share, 0, 1, hi_open=True, error=ProbeModelError)
     m = 0
     for n in topo.node_ids:
         cs = _cpus(topo.cpumask_of_node(n))

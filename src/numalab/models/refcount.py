@@ -32,13 +32,26 @@ cost of ``rcu_read_lock()`` around percpu operations is folded into
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from ..errors import ParameterError
 from ..topology.model import Topology
+from ..validate import budget, integer, number, one_of
+from ..validate import seed as _seed
 
 __all__ = ["Latencies", "relation", "transfer_ns", "simulate", "percpu_expected", "sweep_flows"]
+
+# Ranges of the inputs:
+MAX_LATENCY_NS = 1e6      # one cache-line operation
+MAX_WORK_NS = 1e12        # one item's other work
+MAX_OPS = 1e6             # reference operations per item
+MAX_RATE = 1e12           # offered items/s per CPU
+MAX_DURATION_NS = 1e12    # simulated time (1000 s)
+# A run simulating more events (item ends + reference operations) than this
+# would take many minutes, or never end when an item takes no time.
+MAX_EVENTS = 2e7
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,10 @@ class Latencies:
     cluster_ns: float = 45.0
     node_ns: float = 90.0
     remote_ns: float = 180.0
+
+    def __post_init__(self):
+        for f in fields(self):
+            number(f.name, getattr(self, f.name), 0, MAX_LATENCY_NS)
 
     @classmethod
     def from_round_trips(cls, bench: dict, topo: Topology, base: "Latencies | None" = None
@@ -117,14 +134,48 @@ def transfer_ns(topo: Topology, prev: int, cpu: int, lat: Latencies) -> float:
     return {"smt": lat.smt_ns, "cluster": lat.cluster_ns, "node": lat.node_ns}[rel]
 
 
-def _per_cpu(value, k: int, name: str) -> list:
-    """A scalar broadcast to ``k`` CPUs, or a per-CPU sequence checked for length."""
-    if value is None or isinstance(value, (int, float)):
-        return [value] * k
+def _per_cpu(value, k: int, name: str, lo: float, hi: float, *, lo_open: bool = False,
+             optional: bool = False) -> list:
+    """A scalar broadcast to ``k`` CPUs, or a per-CPU sequence checked for
+    length; every value a finite number in range (or None when ``optional``).
+
+    >>> _per_cpu(2, 3, "ops_per_item", 0, 10)
+    [2.0, 2.0, 2.0]
+    >>> _per_cpu([1, -1], 2, "work_ns", 0, 10)
+    Traceback (most recent call last):
+    numalab.errors.ParameterError: work_ns[1] must be a number in [0, 10], not -1
+    """
+    if value is None and optional:
+        return [None] * k
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return [number(name, value, lo, hi, lo_open=lo_open)] * k
     vals = list(value)
     if len(vals) != k:
-        raise ValueError(f"{name}: {len(vals)} values for {k} CPUs")
-    return vals
+        raise ParameterError(f"{name}: {len(vals)} values for {k} CPUs")
+    return [None if v is None and optional else number(f"{name}[{i}]", v, lo, hi, lo_open=lo_open)
+            for i, v in enumerate(vals)]
+
+
+def _events_bound(work: list[float], opsf: list[float], rates: list, cheapest_ns: float,
+                  duration_ns: float) -> float:
+    """About how many events (item ends plus reference operations) a run
+    makes at most: CPU ``i`` finishes at most ``duration / (work + ops x
+    cheapest)`` items (fewer when its offered ``rates[i]`` items/s is lower),
+    each with ``1 + ops`` events. Infinite when an item can take no time.
+
+    >>> round(_events_bound([300.0], [2.0], [None], 2.0, 1e6))   # 1e6 / 304 items x 3
+    9868
+    >>> _events_bound([0.0], [0.0], [None], 2.0, 1e6)
+    inf
+    """
+    events = 0.0
+    for w, o, r in zip(work, opsf, rates):
+        item_ns = w + o * cheapest_ns
+        items = duration_ns / item_ns if item_ns > 0 else float("inf")
+        if r is not None:
+            items = min(items, r * duration_ns / 1e9)
+        events += items * (1 + o)
+    return events
 
 
 def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
@@ -160,20 +211,25 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     >>> p["items_per_s"] > s["items_per_s"]
     True
     """
-    if mode not in ("shared", "percpu"):
-        raise ValueError(f"mode must be 'shared' or 'percpu', not {mode!r}")
+    one_of("mode", mode, ("shared", "percpu"))
+    if isinstance(cpus, (str, bytes)) or not hasattr(cpus, "__iter__"):
+        raise ParameterError(f"cpus must be a list of CPUs, not {cpus!r}")
+    cpus = list(cpus)
     if len(set(cpus)) != len(cpus) or not cpus:
-        raise ValueError("cpus must be a non-empty list of distinct CPUs")
-    lat = lat or Latencies()
+        raise ParameterError("cpus must be a non-empty list of distinct CPUs")
+    for c in cpus:
+        if integer("cpus: CPU", c, 0) not in topo.cpus:
+            raise ParameterError(f"cpus: CPU {c} is not a CPU of {topo.name}")
+    lat = Latencies() if lat is None else lat
+    if not isinstance(lat, Latencies):
+        raise ParameterError(f"lat must be a Latencies, not {type(lat).__name__}")
+    number("duration_ns", duration_ns, 0, MAX_DURATION_NS, lo_open=True)
+    _seed(seed)
     rng = np.random.default_rng(seed)
     k = len(cpus)
-    work = [float(w) for w in _per_cpu(work_ns, k, "work_ns")]
-    opsf = [float(o) for o in _per_cpu(ops_per_item, k, "ops_per_item")]
-    rates = _per_cpu(rate_per_cpu, k, "rate_per_cpu")
-    if any(w < 0 for w in work) or any(o < 0 for o in opsf):
-        raise ValueError("work_ns and ops_per_item must be >= 0")
-    if any(r is not None and r <= 0 for r in rates):
-        raise ValueError("rate_per_cpu must be > 0 (or None for saturated)")
+    work = _per_cpu(work_ns, k, "work_ns", 0, MAX_WORK_NS)
+    opsf = _per_cpu(ops_per_item, k, "ops_per_item", 0, MAX_OPS)
+    rates = _per_cpu(rate_per_cpu, k, "rate_per_cpu", 0, MAX_RATE, lo_open=True, optional=True)
     busy = [0.0] * k
     ref_time = [0.0] * k
     done_items = [0] * k
@@ -185,6 +241,12 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     # loop below runs it millions of times
     cost_table = ([[transfer_ns(topo, a, b, lat) for b in cpus] for a in cpus]
                   if mode == "shared" else [])
+    # Simulated time must advance, and the run must end in a human time.
+    cheapest = min(min(row) for row in cost_table) if cost_table else lat.op_local_ns
+    events = _events_bound(work, opsf, rates, cheapest, duration_ns)
+    budget(f"{k} CPUs over {duration_ns:g} ns", events, MAX_EVENTS,
+           "an item must take time (work_ns > 0 or ops_per_item with non-zero latencies); "
+           "shorten duration_ns or give more work per item", error=ParameterError)
     # events: (time the item's work ends, seq, cpu index, ops left for the item)
     events: list[tuple[float, int, int, int]] = []
     seq = 0
@@ -265,9 +327,18 @@ def percpu_expected(work_ns: float, ops_per_item: float, rate: float | None,
     >>> round(r["busy"], 3), r["items_per_s"]
     (0.5, 10000000.0)
     """
-    lat = lat or Latencies()
+    lat = Latencies() if lat is None else lat
+    if not isinstance(lat, Latencies):
+        raise ParameterError(f"lat must be a Latencies, not {type(lat).__name__}")
+    number("work_ns", work_ns, 0, MAX_WORK_NS)
+    number("ops_per_item", ops_per_item, 0, MAX_OPS)
+    if rate is not None:
+        number("rate", rate, 0, MAX_RATE, lo_open=True)
     cost = work_ns + ops_per_item * lat.op_local_ns
-    cap = 1e9 / cost if cost > 0 else float("inf")
+    if cost <= 0:
+        raise ParameterError("an item costs no time (work_ns and ops_per_item x op_local_ns "
+                             "are 0): the throughput would be infinite")
+    cap = 1e9 / cost
     if rate is None or rate >= cap:
         return {"items_per_s": cap, "busy": 1.0, "ref_share": ops_per_item * lat.op_local_ns / cost}
     return {"items_per_s": float(rate), "busy": rate * cost / 1e9,
