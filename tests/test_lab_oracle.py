@@ -51,3 +51,19 @@ def test_port_equals_the_real_kernel(dump):
         for disk in ctrl.disks:
             hctx = d.blk_mq[disk]
             assert hctx == {i: m for i, m in enumerate(masks)}, disk
+
+
+def test_tables_for_the_book():
+    from numalab.lab.oracle import dedicated_counts, mask_table, probe_table
+    ex = [p for p in DUMPS if "ex004" in p][0]
+    t = mask_table(ex)
+    assert t["equal"].all() and len(t) == 6 * 62
+    counts = dedicated_counts(ex)
+    six = [c for c, n in counts.items() if n == 6]
+    # the patch's example on a real 7.2 kernel: 28 CPUs carry 6 dedicated vectors each
+    assert len(six) == 28
+    from numalab.cpumask import format_cpulist, mask_of
+    assert format_cpulist(mask_of(six)) == "0-1,4-5,38-49,52-53,86-95"
+    probes = probe_table([p for p in DUMPS if "6.1-16cpu" in p][0])
+    assert len(probes) == 3 and set(probes["cpu"]) == {0}
+    assert all(c.startswith("kworker/0:") for c in probes["comm"])
