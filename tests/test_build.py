@@ -91,7 +91,7 @@ def test_toc_lists_only_present_chapters_in_order():
     toc = build.toc_yaml(build.chapter_order(["05-percpu-ref", "01-machine", "99-extra"]))
     files = re.findall(r"file: (\S+)", toc)
     assert files == ["notebooks/01-machine", "notebooks/05-percpu-ref", "notebooks/99-extra",
-                     "rerun", "reviewers-guide", "errata"]
+                     "rerun", "reviewers-guide", "glossary", "errata"]
     assert "root: intro" in toc
 
 

@@ -61,7 +61,7 @@ __all__ = ["KNOWN_CHAPTERS", "FRONT_MATTER", "BACK_MATTER", "Project", "Job",
 KNOWN_CHAPTERS = ["01-machine", "02-group-cpus", "03-probing", "04-idle-masks",
                   "05-percpu-ref"]
 FRONT_MATTER = "intro"
-BACK_MATTER = ["rerun", "reviewers-guide", "errata"]
+BACK_MATTER = ["rerun", "reviewers-guide", "glossary", "errata"]
 GUIDE = "reviewers-guide"
 INPUTS_FILE = ".numalab-inputs"
 KEEP_PER_NOTEBOOK = 4          # cached executions kept per notebook
