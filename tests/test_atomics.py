@@ -39,7 +39,7 @@ def test_run_atomics_record(lib):
     if n > 1:
         rt = r["latency"]["round_trip_ns"][0][1]
         assert 1 < rt < 100_000          # a real transfer: more than a ns, less than 0.1 ms
-    assert [row["threads"] for row in r["increments"]] == [1, 2]
+    assert sorted({row["threads"] for row in r["refops"]["rows"]}) == [1, 2]
 
 
 def test_bad_cpu_is_reported(lib):
@@ -64,3 +64,77 @@ def test_caller_affinity_is_restored(lib):
     atomics.pingpong_ns(cpus[0], cpus[1], iters=100, repeats=1)
     atomics.pingpong_robust_ns(cpus[1], cpus[0], iters=400, chunk=100)
     assert os.sched_getaffinity(0) == before
+
+
+# -- the reference operations (refops) -------------------------------------------------
+
+def test_refops_one_thread_measures_and_reports_spread(lib):
+    cpus = sorted(os.sched_getaffinity(0))
+    r = atomics.refops(1, cpus[:1], "get", "refcount_t", work_ns=40, duration_s=0.002,
+                       trials=10)
+    sp = r["ops_per_s"]
+    assert r["enough"] and sp["n"] == 10 == len(r["accepted"])
+    assert sp["low"] <= sp["median"] <= sp["high"]
+    # about 40 ns of work per operation: between 1 and 100 M operations/s on any machine
+    assert 1e6 < sp["median"] < 1e8
+    assert all(a["overlap"] >= r["min_overlap"] for a in r["accepted"])
+
+
+def test_refops_two_threads_overlap_is_checked(lib):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    r = atomics.refops(2, cpus[:2], "split", "refcount_t", work_ns=40, duration_s=0.002,
+                       trials=10, max_attempts=400)
+    assert all(a["overlap"] >= 0.9 for a in r["accepted"])
+    assert all(o < 0.9 for o in r["rejected"])
+    # a demanded overlap nobody reaches: every trial rejected, nothing reported as measured
+    r = atomics.refops(2, cpus[:2], "get", "refcount_t", work_ns=40, duration_s=0.002,
+                       trials=2, min_overlap=1.0, max_attempts=3)
+    assert not r["enough"] and r["ops_per_s"]["n"] == len(r["accepted"])
+
+
+def test_refops_arguments_refused():
+    for bad in (dict(op="inc"), dict(counter="atomic"), dict(work_ns=-1), dict(trials=0),
+                dict(duration_s=0), dict(min_overlap=1.5)):
+        with pytest.raises(ValueError):
+            atomics.refops(**(dict(n=1) | bad))
+
+
+def test_refops_thread_create_failure_joins_every_thread(lib, tmp_path):
+    """The refops function joins every thread it started when a later
+    pthread_create fails (the fault-injection harness of test_validation)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from test_validation import _FAULTS
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    (tmp_path / "f.c").write_text(_FAULTS + atomics._C_SOURCE)
+    subprocess.run([cc, "-O2", "-std=c11", "-shared", "-fPIC", "-pthread", str(tmp_path / "f.c"),
+                    "-o", str(tmp_path / "f.so")], check=True, capture_output=True)
+    f = ctypes.CDLL(str(tmp_path / "f.so"))
+    f.numalab_refops.restype = ctypes.c_int
+    f.numalab_refops.argtypes = lib.numalab_refops.argtypes
+    cpus = sorted(os.sched_getaffinity(0))
+    n = 4
+    placed = (ctypes.c_int * n)(*[cpus[i % len(cpus)] for i in range(n)])
+    out = (ctypes.c_double * (4 * n))()
+    for k in (0, 1, 3):
+        f.numalab_test_fail_at(k)
+        assert f.numalab_refops(n, placed, 0, 0, 10, 16, 1e6, out) == -2
+        assert f.numalab_test_live() == 0
+    f.numalab_test_fail_at(-1)
+    assert f.numalab_refops(n, placed, 2, 0, 10, 16, 1e6, out) == 0
+    assert f.numalab_test_live() == 0
+
+
+def test_run_atomics_stores_refops(lib):
+    r = atomics.run_atomics(max_threads=1, quick=True)
+    t = atomics.refops_table(r["refops"])
+    assert set(t["threads"]) == {1}
+    assert {"refcount_t get", "refcount_t put", "percpu add"} <= set(t["arm"])
+    assert "increments" not in r
+    assert "reference operations" in atomics.render(r)

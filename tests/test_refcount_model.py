@@ -81,3 +81,54 @@ def test_bad_arguments(bad):
     args = dict(cpus=[0], mode="shared") | bad
     with pytest.raises(ValueError):
         simulate(box(), args["cpus"], args["mode"])
+
+
+def test_hold_window_batches_operations():
+    """A hand-off window lets the holder go on at local cost: more operations
+    per second on the shared line, never fewer; 0 is the one-transfer model."""
+    t = box()
+    kw = dict(work_ns=40, ops_per_item=1, duration_ns=2e5, seed=1)
+    base = simulate(t, [0, 1], "shared", **kw)
+    assert simulate(t, [0, 1], "shared", hold_ns=0.0, **kw) == base
+    wide = simulate(t, [0, 1], "shared", hold_ns=Latencies().cluster_ns, **kw)
+    assert wide["ops_per_s"] > 1.3 * base["ops_per_s"]
+    assert wide["mean_op_ns"] < base["mean_op_ns"]
+
+
+def test_local_cost_per_cpu():
+    t = box()
+    cheap = simulate(t, [0], "percpu", work_ns=10, ops_per_item=1, local_ns=[1.0], duration_ns=1e5)
+    dear = simulate(t, [0], "percpu", work_ns=10, ops_per_item=1, local_ns=[20.0], duration_ns=1e5)
+    assert cheap["items_per_s"] == pytest.approx(1e9 / 11, rel=0.02)
+    assert dear["items_per_s"] == pytest.approx(1e9 / 30, rel=0.02)
+    with pytest.raises(ValueError):
+        simulate(t, [0, 1], "shared", local_ns=[1.0])
+
+
+def test_bench_comparison_labels_and_inputs():
+    """One-thread rows reproduce the benchmark by construction (fitted); the
+    two-thread rows are predictions, one per hand-off window."""
+    from numalab.models.refcount import bench_comparison
+    t = box(nodes=1, per_node=2)
+
+    def row(n, work, counter, op, mops, ns):
+        return {"threads": n, "work_ns": work, "counter": counter, "op": op,
+                "ops_per_s": {"median": mops * 1e6, "low": mops * 0.9e6, "high": mops * 1.1e6,
+                              "n": 10},
+                "accepted": [{"ops_per_s": mops * 1e6, "overlap": 1.0}] * 10, "rejected": [],
+                "ns_per_op_per_thread": ns}
+    bench = {"latency": {"cpus": [0, 1], "round_trip_ns": [[None, 200.0], [200.0, None]]},
+             "refops": {"cpus_used": [0, 1], "rows": [
+                 row(1, 0, "refcount_t", "get", 200, 5.0), row(1, 40, "refcount_t", "get", 22, 45.0),
+                 row(2, 40, "refcount_t", "get", 20, 100.0)]}}
+    df = bench_comparison(t, bench, hold_shares=(0.0, 1.0), duration_ns=1e5)
+    one = df[df["threads"] == 1]
+    assert (one["role"] == "fitted").all()
+    assert one["model"].values == pytest.approx(one["measured"].values, rel=0.05)
+    two = df[df["threads"] == 2].set_index("hold_share")
+    assert set(two["role"]) == {"predicted"}
+    # no window: a transfer of 100 ns per operation caps the line at 10 M/s
+    assert two.loc[0.0, "model"] < 10.5
+    assert two.loc[1.0, "model"] > two.loc[0.0, "model"]
+    with pytest.raises(ValueError):
+        bench_comparison(t, {"latency": bench["latency"]})

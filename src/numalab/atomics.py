@@ -6,10 +6,19 @@ Two measurements, both with threads pinned to CPUs:
   cache line (a ping-pong on an atomic word). The time of one round trip is
   about two cache-line transfers between the two CPUs; the matrix over all
   CPU pairs shows which CPUs share a core, a cache, a node.
-* **contended increments**: N threads increment one shared atomic counter
-  (what ``refcount_inc()`` does: every CPU writes the same line) versus each
-  thread incrementing its own counter on its own cache line (what
-  ``percpu_ref_get()`` does in percpu mode).
+* **reference operations** (:func:`refops`, the ``refops`` record): the
+  operations the devmem percpu_ref patch changes, as Linux 6.12 writes them
+  on x86 -- ``refcount_inc_not_zero()`` (a read, then a ``lock cmpxchg``
+  loop), ``refcount_dec_and_test()`` (a release ``lock xadd`` and the zero
+  test) -- against ``this_cpu_add()`` (one *unlocked* add on the CPU's own
+  counter), by 1..N threads with a fixed work loop between operations.
+  Threads are released together by a barrier; each trial measures how long
+  all threads really ran at once and is rejected below 90 %; at least 10
+  accepted trials give a median and a range.
+* **contended increments** (:func:`contended_increments`, kept for the
+  records written before ``refops``): ``fetch_add`` on one word against a
+  ``lock add`` per thread, best of 3 -- neither arm is the kernel's, and
+  nothing checks that the threads overlapped.
 
 The C source below is compiled with the system compiler (``cc``) into a
 shared library loaded with ctypes; where there is no compiler, or the
@@ -33,7 +42,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import NumalabError, ParameterError
-from .validate import integer, number, option_integer
+from .validate import integer, number, one_of, option_integer
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "bench_tables", "render"]
@@ -200,6 +209,141 @@ double numalab_increments(int n, const int *cpus, long iters, int shared) {
     if (err) return -3;
     return worst > 0 ? (double)n * iters / (worst / 1e9) : -4;
 }
+
+/* ---- refcount_t vs percpu_ref: the operations the devmem patch changes ----
+   Faithful to Linux 6.12 (include/linux/refcount.h, percpu-refcount.h) on x86:
+   get  = refcount_inc_not_zero() -> __refcount_add_not_zero(): read, then a
+          try_cmpxchg loop (lock cmpxchg), saturation test on the old value;
+   put  = refcount_dec_and_test() -> __refcount_sub_and_test(): release
+          fetch_sub (lock xadd), acquire fence when the old value was 1,
+          saturation test;
+   percpu = percpu_ref_get/put_many() in percpu mode: this_cpu_add() on the
+          CPU's own counter, one unlocked add (the rcu_read_lock() around it
+          is a preempt-count or nesting-count update, also unlocked, and is
+          not reproduced).
+   Threads are released together by a barrier, run for a fixed time, sample
+   the clock every `chunk` operations and add up gaps longer than GAP_NS
+   (time they were not running): the caller gets each thread's interval and
+   stolen time, so it can measure how long all of them really ran at once. */
+#define GAP_NS 200000.0
+enum { OP_GET = 0, OP_PUT = 1, OP_SPLIT = 2 };
+struct rc { _Alignas(LINE) _Atomic int refs; };
+struct pcount { _Alignas(LINE) volatile long v; };
+struct ro_arg { struct rc *rc; struct pcount *mine; int cpu, index, op, percpu; long work, chunk;
+                double dur_ns; _Atomic int *ready, *go, *stop;
+                long ops, warn; double t0, t1, stolen; int err; };
+
+static inline long spin_work(long n, long x) {
+    for (long i = 0; i < n; i++) {
+        x = x * 6364136223846793005L + 1442695040888963407L;
+        __asm__ volatile("" : "+r"(x));
+    }
+    return x;
+}
+
+static inline int rc_get(struct rc *r) {          /* refcount_inc_not_zero() */
+    int old = atomic_load_explicit(&r->refs, memory_order_relaxed);
+    do {
+        if (!old) break;
+    } while (!atomic_compare_exchange_strong_explicit(&r->refs, &old, old + 1,
+                                                      memory_order_relaxed,
+                                                      memory_order_relaxed));
+    return old <= 0 || old + 1 < 0;              /* would WARN (saturate) */
+}
+
+static inline int rc_put(struct rc *r) {          /* refcount_dec_and_test() */
+    int old = atomic_fetch_sub_explicit(&r->refs, 1, memory_order_release);
+    if (old == 1) { atomic_thread_fence(memory_order_acquire); return 1; }
+    return old < 0 || old - 1 < 0;
+}
+
+static void *refops_thread(void *p) {
+    struct ro_arg *a = p;
+    if (pin(a->cpu)) a->err = 1;
+    atomic_fetch_add(a->ready, 1);
+    int go; long spins = 0;
+    while (!(go = atomic_load_explicit(a->go, memory_order_acquire)))
+        if (++spins % SPINS_BEFORE_YIELD == 0) sched_yield();
+    if (go < 0) return NULL;
+    int op = a->op == OP_SPLIT ? ((a->index & 1) ? OP_PUT : OP_GET) : a->op;
+    long ops = 0, warn = 0, x = a->index + 1;
+    double t0 = now_ns(), last = t0, stolen = 0;
+    for (;;) {
+        for (long k = 0; k < a->chunk; k++) {
+            x = spin_work(a->work, x);
+            if (a->percpu)
+                a->mine->v += (op == OP_GET) ? 1 : -1;        /* this_cpu_add() */
+            else if (op == OP_GET)
+                warn += rc_get(a->rc);
+            else
+                warn += rc_put(a->rc);
+        }
+        ops += a->chunk;
+        double t = now_ns();
+        if (t - last > GAP_NS) stolen += t - last;
+        last = t;
+        if (atomic_load_explicit(a->stop, memory_order_relaxed)) break;
+        if (t - t0 >= a->dur_ns) { atomic_store_explicit(a->stop, 1, memory_order_relaxed); break; }
+    }
+    a->t0 = t0; a->t1 = last; a->ops = ops; a->warn = warn + (x == 42);  /* keep x live */
+    a->stolen = stolen;
+    return NULL;
+}
+
+/* One trial: n threads on cpus[], operation op (0 get, 1 put, 2 split: even
+   threads get, odd threads put), percpu != 0 for the per-CPU counter, `work`
+   spin iterations between operations, the clock read every `chunk`
+   operations, about dur_ns of running time. out[] receives, per thread i,
+   out[4i..4i+3] = operations, start ns, end ns, stolen ns (start and end on
+   one CLOCK_MONOTONIC scale). Returns 0, or -1 bad argument / no memory,
+   -2 a thread could not be created, -3 a thread could not be pinned,
+   -5 a saturation warning fired. Every thread started is joined before
+   returning, on every path. */
+int numalab_refops(int n, const int *cpus, int op, int percpu, long work, long chunk,
+                   double dur_ns, double *out) {
+    if (n <= 0 || chunk <= 0 || work < 0 || dur_ns <= 0 || op < 0 || op > 2) return -1;
+    struct rc *rc = aligned_alloc(LINE, sizeof(*rc));
+    struct pcount *mine = aligned_alloc(LINE, sizeof(struct pcount) * n);
+    struct ro_arg *args = calloc(n, sizeof(*args));
+    pthread_t *th = calloc(n, sizeof(*th));
+    _Atomic int ready = 0, go = 0, stop = 0;
+    if (!rc || !mine || !args || !th) { free(rc); free(mine); free(args); free(th); return -1; }
+    atomic_store(&rc->refs, 1 << 30);      /* far from 0 and from saturation */
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+        mine[i].v = 0;
+        args[i] = (struct ro_arg){ rc, &mine[i], cpus[i], i, op, percpu, work, chunk, dur_ns,
+                                   &ready, &go, &stop, 0, 0, 0, 0, 0, 0 };
+        if (pthread_create(&th[i], NULL, refops_thread, &args[i])) break;
+        started++;
+    }
+    if (started == n) {
+        long spins = 0;
+        while (atomic_load(&ready) < n)       /* every thread pinned and waiting */
+            if (++spins % SPINS_BEFORE_YIELD == 0) sched_yield();
+    }
+    atomic_store_explicit(&go, started == n ? 1 : -1, memory_order_release);
+    int err = 0; long warn = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        err |= args[i].err;
+        warn += args[i].warn;
+        out[4 * i] = (double)args[i].ops; out[4 * i + 1] = args[i].t0;
+        out[4 * i + 2] = args[i].t1; out[4 * i + 3] = args[i].stolen;
+    }
+    free(rc); free(mine); free(args); free(th);
+    if (started < n) return -2;
+    if (err) return -3;
+    return warn ? -5 : 0;
+}
+
+/* Nanoseconds that `iters` iterations of the work loop take on this CPU. */
+double numalab_spin_ns(long iters) {
+    double t0 = now_ns();
+    long x = spin_work(iters, 1);
+    double dt = now_ns() - t0;
+    return dt + (x == 42 ? 1e-9 : 0);
+}
 """
 
 
@@ -262,6 +406,12 @@ def library() -> ctypes.CDLL:
     lib.numalab_pingpong_chunks.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long,
                                             ctypes.c_long, ctypes.POINTER(ctypes.c_double),
                                             ctypes.c_double]
+    lib.numalab_refops.restype = ctypes.c_int
+    lib.numalab_refops.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
+                                   ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_double,
+                                   ctypes.POINTER(ctypes.c_double)]
+    lib.numalab_spin_ns.restype = ctypes.c_double
+    lib.numalab_spin_ns.argtypes = [ctypes.c_long]
     lib.numalab_increments.restype = ctypes.c_double
     lib.numalab_increments.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_long,
                                        ctypes.c_int]
@@ -328,7 +478,8 @@ def _pair(cpu_a: int, cpu_b: int) -> tuple[int, int]:
 
 
 _C_ERRORS = {-1: "bad argument or out of memory", -2: "cannot create a thread",
-             -3: "cannot pin a thread to its CPU", -4: "nothing measured"}
+             -3: "cannot pin a thread to its CPU", -4: "nothing measured",
+             -5: "refcount_t saturation warning (the counter reached 0 or overflowed)"}
 
 
 def _failed(what: str, code: float) -> BenchUnavailable:
@@ -429,33 +580,277 @@ def contended_increments(n: int, cpus: list[int] | None = None, iters: int = 2_0
     return best
 
 
+# -- refcount_t vs percpu_ref operations -------------------------------------------
+
+OPS = ("get", "put", "split")
+COUNTERS = ("refcount_t", "percpu")
+#: Work between operations (ns) the benchmark runs by default: the per-fragment
+#: work the devmem fit finds on the app CPU (about 40 ns) and on the net CPU
+#: (about 150 ns), rounded.
+WORK_NS = (40, 150)
+MIN_TRIALS = 10
+MIN_OVERLAP = 0.9
+
+
+def trial_overlap(threads: list[tuple[float, float, float, float]]) -> dict:
+    """One trial's throughput and how much its threads really ran together.
+
+    ``threads``: per thread (operations, start ns, end ns, stolen ns), as
+    ``numalab_refops`` reports them. The window is from the first start to
+    the last end; ``overlap`` is the share of it during which every thread
+    was running (the common interval minus the most time any thread was not
+    running), 0..1. ``ops_per_s`` counts every operation over the whole
+    window (so start skew lowers it, never raises it).
+
+    >>> r = trial_overlap([(100, 0.0, 1000.0, 0.0), (100, 100.0, 1000.0, 0.0)])
+    >>> r["ops_per_s"], r["overlap"]
+    (200000000.0, 0.9)
+    >>> trial_overlap([(10, 0.0, 10.0, 0.0), (10, 20.0, 30.0, 0.0)])["overlap"]
+    0.0
+    """
+    if not threads:
+        raise ParameterError("a trial needs at least one thread")
+    start = min(t[1] for t in threads)
+    end = max(t[2] for t in threads)
+    window = end - start
+    if window <= 0:
+        raise BenchUnavailable("a trial measured no time (clock did not advance)")
+    common = min(t[2] for t in threads) - max(t[1] for t in threads) - max(t[3] for t in threads)
+    return {"ops_per_s": sum(t[0] for t in threads) / window * 1e9,
+            "overlap": max(0.0, common) / window,
+            "per_thread_ops_per_s": [t[0] / (t[2] - t[1]) * 1e9 if t[2] > t[1] else 0.0
+                                     for t in threads]}
+
+
+def spread(values: list[float]) -> dict:
+    """Median, low, high and count of a list of trial results.
+
+    >>> spread([3.0, 1.0, 2.0])
+    {'median': 2.0, 'low': 1.0, 'high': 3.0, 'n': 3}
+    """
+    import statistics
+    if not values:
+        return {"median": float("nan"), "low": float("nan"), "high": float("nan"), "n": 0}
+    return {"median": float(statistics.median(values)), "low": float(min(values)),
+            "high": float(max(values)), "n": len(values)}
+
+
+_SPIN: dict[str, float] = {}
+
+
+def spin_ns_per_iter() -> float:
+    """Nanoseconds of one iteration of the benchmark's work loop on this
+    machine (median of 7 timings of 10^6 iterations, cached per process)."""
+    if "ns" not in _SPIN:
+        import statistics
+        lib = library()
+        _SPIN["ns"] = statistics.median(lib.numalab_spin_ns(1_000_000) / 1e6 for _ in range(7))
+    return _SPIN["ns"]
+
+
+def refops(n: int, cpus: list[int] | None = None, op: str = "get", counter: str = "refcount_t",
+           work_ns: float = 40.0, duration_s: float = 0.002, trials: int = MIN_TRIALS,
+           min_overlap: float = MIN_OVERLAP, max_attempts: int | None = None) -> dict:
+    """The kernel's reference operations by ``n`` threads, ``trials`` times.
+
+    ``op``: "get" (``refcount_inc_not_zero()``: read + cmpxchg loop), "put"
+    (``refcount_dec_and_test()``: release fetch_sub + zero test) or "split"
+    (even threads get, odd threads put: devmem's app and net CPUs);
+    ``counter``: "refcount_t" (one shared word) or "percpu" (an unlocked add
+    on each thread's own line, as ``this_cpu_add()``). ``work_ns`` of
+    spinning between operations. Threads are pinned round-robin over
+    ``cpus`` (default: the CPUs this process may use), released by a
+    barrier, and run ``duration_s`` each trial; a trial whose threads ran
+    together less than ``min_overlap`` of its window is rejected and
+    retried, up to ``max_attempts`` (default 30 x trials). Trials are short
+    (2 ms by default) because on a machine busy with other work two threads
+    are rarely both running for long.
+
+    Returns a dict: the inputs, ``accepted`` (ops/s and overlap of each
+    accepted trial), ``rejected`` (their overlaps), ``ops_per_s`` (spread of
+    the accepted trials: median, low, high, n), ``ns_per_op_per_thread``
+    (median: n / ops_per_s x 1e9) and ``enough`` (at least ``trials``
+    accepted).
+    """
+    n = integer("n", n, 1, MAX_THREADS)
+    pool = _check_cpus("cpus", cpus, distinct=False) if cpus is not None else _usable_cpus()
+    one_of("op", op, OPS)
+    one_of("counter", counter, COUNTERS)
+    number("work_ns", work_ns, 0, 1e6)
+    number("duration_s", duration_s, 0, 60, lo_open=True)
+    trials = integer("trials", trials, 1, MAX_REPEATS)
+    number("min_overlap", min_overlap, 0, 1)
+    max_attempts = integer("max_attempts", max_attempts if max_attempts is not None
+                           else 30 * trials, trials, 100 * MAX_REPEATS)
+    lib = library()
+    work = int(round(work_ns / spin_ns_per_iter())) if work_ns > 0 else 0
+    # a clock read every ~10 us of nominal work, so GAP_NS (200 us) only
+    # catches a thread that was not running
+    chunk = max(1, min(256, int(10_000 / (work_ns + 50))))
+    placed = [pool[i % len(pool)] for i in range(n)]
+    cp = (ctypes.c_int * n)(*placed)
+    out = (ctypes.c_double * (4 * n))()
+    accepted, rejected = [], []
+    opcode = OPS.index(op)
+    for _ in range(max_attempts):
+        if len(accepted) >= trials:
+            break
+        rc = lib.numalab_refops(n, cp, opcode, 1 if counter == "percpu" else 0, work, chunk,
+                                duration_s * 1e9, out)
+        if rc < 0:
+            raise _failed(f"{counter} {op} on CPUs {placed}", rc)
+        t = trial_overlap([tuple(out[4 * i:4 * i + 4]) for i in range(n)])
+        if t["overlap"] >= min_overlap:
+            accepted.append({"ops_per_s": round(t["ops_per_s"]), "overlap": round(t["overlap"], 4)})
+        else:
+            rejected.append(round(t["overlap"], 4))
+    sp = spread([a["ops_per_s"] for a in accepted])
+    return {"threads": n, "cpus": placed, "op": op, "counter": counter, "work_ns": work_ns,
+            "work_iters": work, "duration_s": duration_s, "min_overlap": min_overlap,
+            "accepted": accepted, "rejected": rejected, "ops_per_s": sp,
+            "ns_per_op_per_thread": (n / sp["median"] * 1e9 if sp["n"] else float("nan")),
+            "enough": sp["n"] >= trials}
+
+
+def run_refops(max_threads: int | None = None, quick: bool = False,
+               works: tuple[float, ...] = WORK_NS, trials: int = MIN_TRIALS,
+               progress=None) -> dict:
+    """Every configuration of :func:`refops` for 1..``max_threads`` threads
+    (default: the CPUs this process may use), each work level, the three
+    operations on ``refcount_t`` (split from 2 threads on) and the per-CPU
+    add: the ``refops`` record of ``numalab bench atomics`` and
+    ``collect --bench``. ``quick``: 2 ms trials instead of 3 ms."""
+    cpus = _usable_cpus()
+    if max_threads is not None:
+        max_threads = integer("max_threads", max_threads, 1, MAX_THREADS)
+    top = max_threads or len(cpus)
+    dur = 0.002 if quick else 0.003
+    t0 = time.time()
+    configs = [(n, w, c, op) for n in range(1, top + 1) for w in works
+               for c, op in (("refcount_t", "get"), ("refcount_t", "put"),
+                             ("refcount_t", "split"), ("percpu", "get"))
+               if not (op == "split" and n < 2)]
+    rows = []
+    for k, (n, w, c, op) in enumerate(configs):
+        r = refops(n, cpus, op, c, w, duration_s=dur, trials=trials)
+        rows.append(r)
+        if progress:
+            progress(k + 1, len(configs))
+    return {"kind": "refops", "cpus_used": cpus, "spin_ns_per_iter": spin_ns_per_iter(),
+            "trial_seconds": dur, "min_trials": trials, "min_overlap": MIN_OVERLAP,
+            "rows": rows, "seconds": round(time.time() - t0, 2),
+            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def refops_table(record: dict):
+    """A ``refops`` record as a tidy DataFrame: threads, work_ns, counter, op,
+    arm ("refcount_t get", ..., "percpu add"), median / low / high Mops/s,
+    trials accepted and rejected, median overlap, ns per operation per thread.
+
+    >>> rec = {"rows": [{"threads": 1, "work_ns": 40, "counter": "percpu", "op": "get",
+    ...         "ops_per_s": {"median": 2e7, "low": 1.9e7, "high": 2.1e7, "n": 10},
+    ...         "accepted": [{"ops_per_s": 2e7, "overlap": 1.0}] * 10, "rejected": [],
+    ...         "ns_per_op_per_thread": 50.0}]}
+    >>> refops_table(rec)[["arm", "mops_median", "trials"]].values.tolist()
+    [['percpu add', 20.0, 10]]
+    """
+    import statistics
+
+    import pandas as pd
+    rows = []
+    for r in record.get("rows", []):
+        arm = "percpu add" if r["counter"] == "percpu" else f"refcount_t {r['op']}"
+        sp = r["ops_per_s"]
+        ov = [a["overlap"] for a in r["accepted"]]
+        rows.append({"threads": r["threads"], "work_ns": r["work_ns"], "counter": r["counter"],
+                     "op": r["op"], "arm": arm, "mops_median": sp["median"] / 1e6,
+                     "mops_low": sp["low"] / 1e6, "mops_high": sp["high"] / 1e6,
+                     "trials": sp["n"], "rejected": len(r["rejected"]),
+                     "overlap_median": statistics.median(ov) if ov else float("nan"),
+                     "ns_per_op_per_thread": r["ns_per_op_per_thread"]})
+    return pd.DataFrame(rows, columns=["threads", "work_ns", "counter", "op", "arm",
+                                       "mops_median", "mops_low", "mops_high", "trials",
+                                       "rejected", "overlap_median", "ns_per_op_per_thread"])
+
+
+def refops_scope(record: dict, cpus: int | None = None) -> dict:
+    """What a ``refops`` record can support. ``cpus``: the machine's CPUs
+    (default: those the benchmark used). A thread curve needs at least
+    :data:`CURVE_MIN_CPUS` CPUs and a load average below half of them; every
+    configuration needs :data:`MIN_TRIALS` accepted trials.
+
+    >>> refops_scope({"cpus_used": [0, 1], "loadavg": [1.5], "min_trials": 10, "rows": [
+    ...     {"threads": 2, "ops_per_s": {"n": 10}, "accepted": [{}] * 10, "rejected": [0.3]}]})
+    {'cpus': 2, 'max_threads': 2, 'load': 1.5, 'accepted': 10, 'rejected': 1, 'all_enough': True, 'curve': False}
+    """
+    rows = record.get("rows", [])
+    n = cpus if cpus is not None else len(record.get("cpus_used", [])) or 1
+    load = (record.get("loadavg") or [float("nan")])[0]
+    need = record.get("min_trials", MIN_TRIALS)
+    return {"cpus": n, "max_threads": max((r["threads"] for r in rows), default=0),
+            "load": load,
+            "accepted": sum(len(r["accepted"]) for r in rows),
+            "rejected": sum(len(r["rejected"]) for r in rows),
+            "all_enough": bool(rows) and all(r["ops_per_s"]["n"] >= need for r in rows),
+            "curve": n >= CURVE_MIN_CPUS and load < n / 2}
+
+
+#: The fewest CPUs a benchmark needs before its thread curve is drawn.
+CURVE_MIN_CPUS = 4
+
+
+def crossover(table, arm: str = "refcount_t get", work_ns: float = 40, loss: float = 0.1):
+    """The smallest thread count at which ``arm`` does less per thread than
+    one thread alone by more than ``loss`` (the whole range of the trials
+    below ``(1 - loss)`` x the one-thread median), or None when no measured
+    count does. ``table``: :func:`refops_table`.
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"arm": ["a"] * 3, "work_ns": [0] * 3, "threads": [1, 2, 3],
+    ...                   "mops_median": [10.0, 19.0, 12.0], "mops_high": [11.0, 20.0, 13.0]})
+    >>> crossover(t, "a", 0)
+    3
+    """
+    t = table[(table["arm"] == arm) & (table["work_ns"] == work_ns)].sort_values("threads")
+    one = t[t["threads"] == 1]
+    if one.empty:
+        return None
+    base = float(one["mops_median"].iloc[0])
+    for r in t.itertuples():
+        if r.threads > 1 and r.mops_high / r.threads < (1 - loss) * base:
+            return int(r.threads)
+    return None
+
+
 def run_atomics(max_threads: int | None = None, quick: bool = False, progress=None) -> dict:
-    """The full benchmark as one JSON-able dict (what ``collect --bench`` stores)."""
+    """The full benchmark as one JSON-able dict (what ``collect --bench``
+    stores): the round-trip matrix (``latency``) and the reference
+    operations of :func:`run_refops` (``refops``) for 1..``max_threads``
+    threads (default: the CPUs this process may use). ``progress(done,
+    total)`` is called per CPU pair of the matrix.
+
+    Records written before ``refops`` existed carry ``increments`` instead
+    (a ``lock add`` per-thread arm and best-of-3 trials without an overlap
+    check); :func:`bench_tables` still reads them, the chapters do not use
+    them as evidence."""
     if max_threads is not None:
         integer("max_threads", max_threads, 1, MAX_THREADS)
     cpus = _usable_cpus()
-    max_threads = max_threads or max(2, len(cpus))
     iters_pp = 2000 if quick else 20000
-    iters_inc = 1_000_000 if quick else 4_000_000
     t0 = time.time()
     lat = latency_matrix(cpus, iters_pp, progress=progress) if len(cpus) > 1 else \
         {"cpus": cpus, "round_trip_ns": [[None]]}
-    rows = []
-    for n in range(1, max_threads + 1):
-        shared = contended_increments(n, cpus, iters_inc, shared=True)
-        percpu = contended_increments(n, cpus, iters_inc, shared=False)
-        rows.append({"threads": n, "shared_ops_per_s": round(shared),
-                     "percpu_ops_per_s": round(percpu)})
+    ref = run_refops(max_threads=max_threads, quick=quick)
     return {
         "numalab": __version__,
         "kind": "atomics",
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus_used": cpus,
         "latency": lat,
-        "increments": rows,
+        "refops": ref,
         "seconds": round(time.time() - t0, 2),
-        # other work on the machine makes the increments optimistic (a thread
-        # that is not running does not contend); readers should see it
+        # other work on the machine: trials where the threads did not run
+        # together are rejected (refops), but readers should see the load
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -495,7 +890,8 @@ def _bench_arguments(p) -> None:
     p.add_argument("--quick", action="store_true",
                    help="fewer iterations: noisier, much faster")
     p.add_argument("--max-threads", type=option_integer(1, MAX_THREADS), metavar="N",
-                   help=f"largest thread count of the increments table, 1..{MAX_THREADS} "
+                   help=f"largest thread count of the reference-operation table, "
+                        f"1..{MAX_THREADS} "
                         f"(default: the CPUs this process may use, at least 2)")
 
 
@@ -509,16 +905,20 @@ def render(result: dict) -> str:
     """The benchmark dict as text: the round-trip matrix, then the increments.
 
     >>> print(render({"latency": {"cpus": [0, 1], "round_trip_ns": [[None, 80.0], [80.0, None]]},
-    ...               "increments": [{"threads": 1, "shared_ops_per_s": 5e7,
-    ...                               "percpu_ops_per_s": 5e7}], "seconds": 1}))
+    ...               "refops": {"min_overlap": 0.9, "rows": [{"threads": 1, "work_ns": 40,
+    ...                 "counter": "percpu", "op": "get", "ns_per_op_per_thread": 50.0,
+    ...                 "ops_per_s": {"median": 2e7, "low": 1.9e7, "high": 2.1e7, "n": 10},
+    ...                 "accepted": [{"ops_per_s": 2e7, "overlap": 1.0}] * 10,
+    ...                 "rejected": [0.5]}]}, "seconds": 1}))
     ... # doctest: +NORMALIZE_WHITESPACE
     core-to-core round trip (ns, median of blocks; one transfer is about half)
       cpu      0      1
         0      -   80.0
         1   80.0      -
-    increments (millions per second, all threads together)
-      threads  one shared counter  one counter per thread  ratio
-            1                50.0                    50.0   1.00
+    reference operations (millions per second, all threads together; median [low-high] of
+    accepted trials; a trial is accepted when its threads ran together >= 0.9 of it)
+      threads  work ns  arm                median  [low-high]        trials  rejected
+            1       40  percpu add           20.0  [19.0-21.0]           10         1
     measured in 1 s
     """
     lat = result.get("latency", {})
@@ -531,11 +931,25 @@ def render(result: dict) -> str:
                                              for v in row))
     else:
         lines.append("  (one CPU: no pair to measure)")
-    lines.append("increments (millions per second, all threads together)")
-    lines.append("  threads  one shared counter  one counter per thread  ratio")
-    for r in result.get("increments", []):
-        s, p = r["shared_ops_per_s"] / 1e6, r["percpu_ops_per_s"] / 1e6
-        lines.append(f"  {r['threads']:>7}  {s:>18.1f}  {p:>22.1f}  {p / s if s else 0:>5.2f}")
+    if result.get("increments"):
+        lines.append("increments (old record: lock add per thread, best of 3, no overlap "
+                     "check; millions per second, all threads together)")
+        lines.append("  threads  one shared counter  one counter per thread  ratio")
+        for r in result.get("increments", []):
+            s, p = r["shared_ops_per_s"] / 1e6, r["percpu_ops_per_s"] / 1e6
+            lines.append(f"  {r['threads']:>7}  {s:>18.1f}  {p:>22.1f}  "
+                         f"{p / s if s else 0:>5.2f}")
+    if result.get("refops"):
+        ref = result["refops"]
+        lines.append("reference operations (millions per second, all threads together; median "
+                     f"[low-high] of accepted trials; a trial is accepted when its threads ran "
+                     f"together >= {ref.get('min_overlap', MIN_OVERLAP):g} of it)")
+        lines.append("  threads  work ns  arm                median  [low-high]        "
+                     "trials  rejected")
+        for r in refops_table(ref).itertuples():
+            rng = f"[{r.mops_low:.1f}-{r.mops_high:.1f}]" if r.trials else "[-]"
+            lines.append(f"  {r.threads:>7}  {r.work_ns:>7g}  {r.arm:<17} {r.mops_median:>7.1f}  "
+                         f"{rng:<16}  {r.trials:>6}  {r.rejected:>8}")
     tail = f"measured in {result.get('seconds', '?')} s"
     if result.get("loadavg"):
         tail += f", load average {result['loadavg'][0]} (other work makes the shared " \
@@ -551,8 +965,9 @@ def _register() -> None:
         return
     register(Benchmark(
         name="atomics",
-        help="cache-line round trips between CPU pairs and shared vs per-thread atomic "
-             "increments (the cost behind refcount_t vs percpu_ref)",
+        help="cache-line round trips between CPU pairs, and refcount_t's get/put "
+             "(cmpxchg loop, release fetch_sub) against a per-CPU add, 1..N threads "
+             "released together (the cost behind refcount_t vs percpu_ref)",
         add_arguments=_bench_arguments, run=_bench_run, render=render))
 
 

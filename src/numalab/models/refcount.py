@@ -65,8 +65,11 @@ class Latencies:
     node_ns:       ... by a CPU of the same NUMA node, other LLC
     remote_ns:     ... by a CPU of another node at SLIT distance 20;
                    other distances scale it linearly (d / 20)
-    Defaults are typical of a recent two-socket x86 server; measured values
-    come from :func:`from_round_trips`.
+    The defaults are *assumed* (no measurement behind them): the devmem
+    chapter uses only their ratios, 1/3 : 1 : 2 : 4 for SMT : LLC : node :
+    remote, scaled to one fitted LLC transfer, and shows how its results move
+    over a range of ratios. Measured values come from
+    :func:`from_round_trips`.
     """
 
     op_local_ns: float = 2.0
@@ -181,7 +184,8 @@ def _events_bound(work: list[float], opsf: list[float], rates: list, cheapest_ns
 def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
              work_ns: float | list[float] = 300.0, ops_per_item: float | list[float] = 2,
              rate_per_cpu: float | list[float] | None = None, duration_ns: float = 2e6,
-             lat: Latencies | None = None, seed: int = 0) -> dict:
+             lat: Latencies | None = None, seed: int = 0,
+             local_ns: float | list[float] | None = None, hold_ns: float = 0.0) -> dict:
     """Simulate ``len(cpus)`` CPUs taking references on one object.
 
     Inputs: the topology, the CPUs doing the work (a CPU may appear once),
@@ -195,6 +199,17 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     one line). A fractional ``ops_per_item`` x gives each item floor(x) or
     floor(x) + 1 operations at random, x on average (for "one reference in
     every few items").
+
+    ``local_ns`` (one value, or one per CPU; default ``lat.op_local_ns``):
+    the cost of an operation on a line the CPU already holds, so gets
+    (``lock cmpxchg``) and puts (``lock xadd``) can cost differently.
+
+    ``hold_ns`` (default 0: one transfer per operation whenever the writer
+    changes): hand-off batching. When another CPU's request takes the line
+    away, the previous holder may go on using it for ``hold_ns`` after the
+    transfer starts (until the request reaches it: about half a transfer on
+    real hardware), each operation at its local cost. Larger values mean
+    more operations per transfer.
 
     Output: dict with ``items_per_s``, ``ops_per_s``, ``busy`` (mean CPU busy
     share, 0..1), ``ref_share`` (share of CPU time in reference operations,
@@ -224,12 +239,15 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     if not isinstance(lat, Latencies):
         raise ParameterError(f"lat must be a Latencies, not {type(lat).__name__}")
     number("duration_ns", duration_ns, 0, MAX_DURATION_NS, lo_open=True)
+    number("hold_ns", hold_ns, 0, MAX_LATENCY_NS)
     _seed(seed)
     rng = np.random.default_rng(seed)
     k = len(cpus)
     work = _per_cpu(work_ns, k, "work_ns", 0, MAX_WORK_NS)
     opsf = _per_cpu(ops_per_item, k, "ops_per_item", 0, MAX_OPS)
     rates = _per_cpu(rate_per_cpu, k, "rate_per_cpu", 0, MAX_RATE, lo_open=True, optional=True)
+    local = _per_cpu(lat.op_local_ns if local_ns is None else local_ns, k, "local_ns", 0,
+                     MAX_LATENCY_NS)
     busy = [0.0] * k
     ref_time = [0.0] * k
     done_items = [0] * k
@@ -237,12 +255,14 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
     op_time = 0.0
     line_free = 0.0
     owner = 0          # index into cpus of the line's last writer
+    prev, prev_leave = -1, -1.0   # the holder the line is leaving, and until when it may use it
     # cost of an RMW by CPU j after CPU i wrote the line: computed once, the
     # loop below runs it millions of times
-    cost_table = ([[transfer_ns(topo, a, b, lat) for b in cpus] for a in cpus]
+    cost_table = ([[local[j] if a == b else transfer_ns(topo, a, b, lat)
+                    for j, b in enumerate(cpus)] for a in cpus]
                   if mode == "shared" else [])
     # Simulated time must advance, and the run must end in a human time.
-    cheapest = min(min(row) for row in cost_table) if cost_table else lat.op_local_ns
+    cheapest = min(min(row) for row in cost_table) if cost_table else min(local)
     events = _events_bound(work, opsf, rates, cheapest, duration_ns)
     budget(f"{k} CPUs over {duration_ns:g} ns", events, MAX_EVENTS,
            "an item must take time (work_ns > 0 or ops_per_item with non-zero latencies); "
@@ -279,12 +299,18 @@ def simulate(topo: Topology, cpus: list[int], mode: str = "shared", *,
             start_item(i, t)
             continue
         if mode == "shared":
-            start = max(t, line_free)
-            done = start + cost_table[owner][i]
-            line_free = done
-            owner = i
+            if i == prev and t < prev_leave:
+                # the request taking the line away has not reached this CPU yet
+                done = t + local[i]
+            else:
+                start = max(t, line_free)
+                if i != owner:
+                    prev, prev_leave = owner, start + hold_ns
+                done = start + cost_table[owner][i]
+                line_free = done
+                owner = i
         else:
-            done = t + lat.op_local_ns
+            done = t + local[i]
         stall = min(done, duration_ns) - t
         busy[i] += stall
         ref_time[i] += stall
@@ -367,4 +393,77 @@ def sweep_flows(topo: Topology, placements: dict[str, list[int]], flows: list[in
                              duration_ns=duration_ns, lat=lat, seed=seed)
                 rows.append({"placement": name, "flows": n,
                              **{k: v for k, v in r.items() if not k.endswith("_per_cpu")}})
+    return pd.DataFrame(rows)
+
+
+def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...] = (0.0, 0.5, 1.0),
+                     seeds: tuple[int, ...] = tuple(range(5)), duration_ns: float = 2e5):
+    """:func:`simulate` against the ``refops`` benchmark of ``bench`` (a
+    ``numalab bench atomics`` record measured on ``topo``), thread count by
+    thread count, operation by operation.
+
+    The model gets only measured inputs: the transfer costs from the
+    benchmark's round trips (:meth:`Latencies.from_round_trips`, half a round
+    trip per transfer); each arm's local cost from its one-thread run without
+    work; each thread's work between operations from the one-thread run at
+    that work level (so every one-thread row is fit quality, role "fitted").
+    Rows with two threads or more are predictions (role "predicted"), made
+    for each assumed hand-off window ``hold_ns`` = share x transfer in
+    ``hold_shares`` (0: one transfer per operation whenever the writer
+    changes), each the median over ``seeds`` with its range.
+
+    DataFrame: threads, work_ns, arm, measured (median Mops/s), measured_low,
+    measured_high, trials, hold_share, model (median Mops/s over seeds),
+    model_low, model_high, role.
+    """
+    import pandas as pd
+
+    from ..atomics import refops_table
+    from ..evidence import over_seeds
+
+    ref = bench.get("refops") if isinstance(bench, dict) else None
+    if not ref or not ref.get("rows"):
+        raise ParameterError("this benchmark record has no refops rows")
+    tab = refops_table(ref)
+    tab = tab[tab["trials"] > 0]
+    cpus = [c for c in ref.get("cpus_used", sorted(topo.cpus)) if c in topo.cpus]
+    lat = Latencies.from_round_trips(bench, topo)
+    one = tab[tab["threads"] == 1].set_index(["arm", "work_ns"])["ns_per_op_per_thread"]
+
+    def local_of(arm: str) -> float:
+        return float(one.get((arm, 0), lat.op_local_ns))
+
+    def op_arm(arm: str, index: int) -> str:
+        if arm == "refcount_t split":
+            return "refcount_t put" if index % 2 else "refcount_t get"
+        return arm
+
+    rows = []
+    for r in tab.itertuples():
+        n = int(r.threads)
+        if n > len(cpus):
+            continue
+        arms = [op_arm(r.arm, i) for i in range(n)]
+        if any((a, r.work_ns) not in one.index for a in arms):
+            continue
+        local = [local_of(a) for a in arms]
+        work = [max(0.0, float(one[(a, r.work_ns)]) - loc) for a, loc in zip(arms, local)]
+        mode = "percpu" if r.counter == "percpu" else "shared"
+        placed = [cpus[i % len(cpus)] for i in range(n)]
+        if len(set(placed)) < n:
+            continue
+        far = max((transfer_ns(topo, a, b, lat) for a in placed for b in placed if a != b),
+                  default=0.0)
+        # enough simulated hand-offs, not more events than needed
+        dur = min(duration_ns, max(2e4, 1.5e4 * (sum(work) / n + sum(local) / n)))
+        for share in (hold_shares if mode == "shared" and n > 1 else (0.0,)):
+            sp = over_seeds(lambda s: simulate(
+                topo, placed, mode, work_ns=work, ops_per_item=1, duration_ns=dur,
+                lat=lat, seed=s, local_ns=local, hold_ns=share * far)["ops_per_s"] / 1e6,
+                seeds=seeds)
+            rows.append({"threads": n, "work_ns": r.work_ns, "arm": r.arm,
+                         "measured": r.mops_median, "measured_low": r.mops_low,
+                         "measured_high": r.mops_high, "trials": r.trials,
+                         "hold_share": share, "model": sp.median, "model_low": sp.low,
+                         "model_high": sp.high, "role": "fitted" if n == 1 else "predicted"})
     return pd.DataFrame(rows)
