@@ -259,7 +259,7 @@ def test_cli_text_and_json(capsys):
     assert data["policy"] == "pf-wq-worker" and len(data["probes"]) == 3
     assert data["makespan_ms"] == pytest.approx(max(p["end"] for p in data["probes"]))
     assert main(["probe", topo, "--devices", "nvme:2@0", "--policy", "all", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 4
+    assert len(json.loads(capsys.readouterr().out)) == len(POLICIES)
 
 
 @pytest.mark.parametrize("spec", ["nvme:x", "disk:2", "nvme:2@node9", "nvme,,usb", "",
@@ -296,3 +296,134 @@ def test_probe_cpu_skips_offline_cpus_listed_in_a_node():
     run = simulate(t, [Device("nvme0", node=0, probe_type="async", cpu_ms=1, wait_ms=1)],
                    "mainline")
     assert run.probes[0].cpu == 1
+
+
+# -- issue 15: the 7.2 baseline, the flush hook, scheduling and fidelity ---------
+
+def test_pci_call_probe_7_2_uses_hk_domain_only():
+    t = machine(2, 8)
+    nohz = Housekeeping(possible=t.possible, nohz_full=0x100)      # CPU 8: nohz_full only
+    assert pci_call_probe_cpu(t, nohz, 1) == 9                     # 6.12: HK_TYPE_WQ too
+    assert pci_call_probe_cpu(t, nohz, 1, kernel="7.2") == 8       # 7.2: HK_TYPE_DOMAIN only
+    dom = Housekeeping(possible=t.possible, isolcpus=0x100)
+    assert pci_call_probe_cpu(t, dom, 1, kernel="7.2") == 9
+    with pytest.raises(ValueError):
+        pci_call_probe_cpu(t, dom, 1, kernel="7.2", pf_wq_worker_fix=True)
+    with pytest.raises(ValueError):
+        pci_call_probe_cpu(t, dom, 1, kernel="5.4")
+
+
+def test_housekeeping_update_and_its_steps():
+    from numalab.kernel.sched.isolation import housekeeping_update, housekeeping_update_steps
+    hk = Housekeeping(possible=0xff)
+    new = housekeeping_update(hk, 0x0f, 0xff)
+    assert housekeeping_cpumask(new, HK_TYPE_DOMAIN) == 0xf0
+    with pytest.raises(ValueError):
+        housekeeping_update(hk, 0xff, 0xff)
+    with_flush, without = housekeeping_update_steps(True), housekeeping_update_steps(False)
+    assert set(with_flush) - set(without) == {"pci_probe_flush_workqueue"}
+    # the flush comes after synchronize_rcu() and before the unbound workqueues move
+    i = with_flush.index
+    assert i("synchronize_rcu") < i("pci_probe_flush_workqueue") < \
+        i("workqueue_unbound_housekeeping_update")
+
+
+def test_mainline_7_2_places_like_6_12_without_isolation():
+    t = machine(2, 8)
+    devs = nvmes(3, 0) + [Device("mlx5_0", "pci", 1, "sync", 5, 5)]
+    a, a7 = simulate(t, devs, "mainline"), simulate(t, devs, "mainline-7.2")
+    assert [(p.cpu, p.thread_kind) for p in a.probes] == [(p.cpu, p.thread_kind) for p in a7.probes]
+    # with nohz_full on the node's first CPU, 7.2 still picks it (HK_TYPE_DOMAIN only)
+    nohz = Params(nohz_full=0x1)
+    assert {p.cpu for p in simulate(t, nvmes(2, 0), "mainline-7.2", params=nohz).probes} == {0}
+    assert {p.cpu for p in simulate(t, nvmes(2, 0), "mainline", params=nohz).probes} == {1}
+
+
+def test_partition_change_flush_versus_series():
+    t = machine(2, 8, llc_size=8)
+    devs = nvmes(3, 0, cpu=10, wait=10, rounds=2)
+    part = Params(partition_cpus=0x0f, partition_at_ms=2.0)
+    base = simulate(t, devs, "mainline-7.2", params=part)
+    # the write waits for every probe queued on pci_probe_wq, so nothing runs afterwards
+    assert base.partition["returned_ms"] == pytest.approx(base.makespan)
+    assert base.partition["isolated_cpu_ms_after"] == 0.0
+    # probes elected after the update go to the new first housekeeping CPU
+    late = simulate(t, devs, "mainline-7.2",
+                    params=Params(partition_cpus=0x0f, partition_at_ms=0.0))
+    assert {p.cpu for p in late.probes} == {4}
+    ser = simulate(t, devs, "driver-core", params=part)
+    assert ser.partition["returned_ms"] == pytest.approx(2.0)
+    leaked = [simulate(t, devs, "driver-core", seed=s, params=part).partition for s in range(5)]
+    assert any(p["isolated_cpu_ms_after"] > 0 and p["probes_on_isolated_after"] > 0
+               for p in leaked)
+    with pytest.raises(ProbeModelError):
+        simulate(t, devs, "mainline", params=part)          # 6.12 has no such update
+    with pytest.raises(ProbeModelError):
+        simulate(t, devs, "mainline-7.2", params=Params(partition_cpus=t.online))
+
+
+def test_time_slicing_breaks_lock_step():
+    # four identical CPU-only probes forced to share one CPU: with equal
+    # processor sharing they would all end together; time slices stagger them
+    t = machine(1, 1)
+    devs = [Device(f"d{i}", "pci", 0, "async", 12, 0, 1, driver="d") for i in range(4)]
+    run = simulate(t, devs, "pf-wq-worker", params=Params(timeslice_ms=3.0))
+    ends = sorted(p.end for p in run.probes)
+    assert len(set(round(e, 6) for e in ends)) == 4
+    assert run.makespan == pytest.approx(48.0)               # the CPU is never idle
+    short = simulate(t, devs, "pf-wq-worker", params=Params(timeslice_ms=0.5))
+    assert short.makespan == pytest.approx(48.0)
+
+
+def test_smt_factor_slows_busy_siblings():
+    t = machine(1, 2, smt=2)
+    devs = [Device(f"d{i}", "pci", 0, "async", 10, 0, 1, driver="d") for i in range(2)]
+    full = simulate(t, devs, "pf-wq-worker")
+    half = simulate(t, devs, "pf-wq-worker", params=Params(smt_factor=0.5))
+    assert {p.cpu for p in full.probes} == {0, 1}
+    assert full.makespan == pytest.approx(10.0)
+    assert half.makespan == pytest.approx(20.0)
+
+
+def test_serial_fraction_serialises_parallel_probes():
+    t = machine(1, 8)
+    devs = [Device(f"d{i}", "pci", 0, "async", 10, 0, 1, driver="d", serial=s)
+            for i, s in enumerate([1.0] * 4)]
+    run = simulate(t, devs, "pf-wq-worker")
+    assert run.makespan == pytest.approx(40.0)              # one lock: one at a time
+    par = [dataclasses.replace(d, serial=0.0) for d in devs]
+    assert simulate(t, par, "pf-wq-worker").makespan == pytest.approx(10.0)
+    with pytest.raises(ProbeModelError):
+        Device("x", serial=1.5)
+
+
+def test_unbound_max_active_is_per_node():
+    from numalab.kernel.workqueue import wq_node_max_active, workqueue_max_active
+    assert workqueue_max_active("system_dfl_wq", "6.12") == 512
+    assert workqueue_max_active("system_dfl_wq", "7.2") == 2048
+    assert wq_node_max_active(512, 1, 1024) == 8             # never below min_active
+    assert wq_node_max_active(512, 32, 64) == 256
+    # a node's share limits how many async probes run at once
+    t = machine(2, 8)
+    devs = nvmes(6, 0, cpu=5, wait=5, rounds=1)
+    capped = simulate(t, devs, "pf-wq-worker", params=Params(max_active=4))
+    free = simulate(t, devs, "pf-wq-worker")
+    assert capped.makespan > free.makespan
+    starts = sorted(p.start for p in capped.probes)
+    assert starts[3] == pytest.approx(0.0) or starts[3] < starts[4]
+    assert sum(1 for s in starts if s <= 1e-9) <= 4
+
+
+def test_driver_name_keeps_the_instance_prefix():
+    assert Device("mlx5_0").driver == "mlx5"
+    assert Device("nvme3").driver == "nvme"
+    assert Device("usb").driver == "usb"
+
+
+def test_usb_parent_lock_follows_the_probing_thread():
+    t = machine(2, 8)
+    usb = [Device("usb0", "usb", 1, "sync", 1, 1)]
+    for pol, holds in (("mainline", True), ("bus-opt-in", True), ("driver-core", False)):
+        p = simulate(t, usb, pol).probes[0]
+        assert p.holds_parent_lock is holds, pol
+    assert simulate(t, nvmes(1, 0), "mainline").probes[0].holds_parent_lock is None

@@ -10,7 +10,7 @@ from numalab.models.probe_calibrate import (NVME_FIT, PUBLISHED, catalogue, fit_
 # the same mainline configuration differ by up to 9 % on one drive (49.5 vs
 # 54.0 ms), so NVMe cannot be pinned tighter than a few percent; the platform
 # driver's two runs differ by 30 % with no change in its path.
-TOL = {"nvme": 0.06, "mlx5_core": 0.02, "usb": 0.10, "intel_rapl_msr": 0.20}
+TOL = {"nvme": 0.07, "mlx5_core": 0.02, "usb": 0.10, "intel_rapl_msr": 0.20}
 
 
 def test_seed_machine_is_the_published_one():
@@ -67,3 +67,51 @@ def test_catalogue_kinds():
     assert cat["nvme"].probe_type == "async" and cat["mlx5"].probe_type == "sync"
     assert cat["mlx5"].total_ms == pytest.approx(510.7, rel=0.01)
     assert cat["usb"].total_ms == pytest.approx(0.94, rel=0.02)
+
+
+# -- issue 15: held-out test and placement ----------------------------------------
+
+def test_held_out_fit_on_one_posting_predicts_the_other():
+    from numalab.models.probe_calibrate import held_out_nvme, nvme_scenarios
+    fit1 = fit_nvme(rounds=(2, 4), sources=("fix",))
+    ho = held_out_nvme(fit1, held="series")
+    assert len(ho) == 6 and set(ho.phase) == {"before", "after"}
+    assert set(ho.policy) == {"mainline-7.2", "driver-core"}
+    # a prediction, not a fit: the series' times were never seen, yet the two
+    # postings measured the same drives, so it must land within their disagreement
+    fix_b = {n: ns for _, n, ns in PUBLISHED[("fix", "before")]}
+    ser_b = {n: ns for _, n, ns in PUBLISHED[("series", "before")] if n in fix_b}
+    noise = max(abs(ser_b[n] / fix_b[n] - 1) for n in fix_b)
+    assert (ho.rel_error.abs() <= noise + 0.01).all(), ho
+    with pytest.raises(Exception):
+        nvme_scenarios(("bogus",))
+
+
+def test_placement_against_published_lines():
+    from numalab.models.probe_calibrate import placement, thread_kind
+    assert thread_kind("kworker/u1025:5") == "unbound kworker"
+    assert thread_kind("kworker/0:4") == "bound kworker"
+    pl = placement(reproduce())
+    assert len(pl) == sum(len(v) for v in PUBLISHED.values())
+    assert pl.same_kind.all() and pl.same_node.all()
+    bound = pl[pl.published_kind == "bound kworker"]
+    assert len(bound) and bound.same_cpu.all()
+    assert pl[pl.published_kind != "bound kworker"].same_cpu.isna().all()
+
+
+def test_lab_placement_matches_traces():
+    from numalab.models.probe_calibrate import lab_placement
+    lp = lab_placement()
+    if lp.empty:
+        pytest.skip("no lab dump with a probe trace in this checkout")
+    assert lp.same_kinds.all()
+    assert lp.same_cpus.all(), lp[["dump", "measured_cpus", "model_cpus"]]
+
+
+def test_catalogue_totals_from_before_lines_only():
+    before = catalogue(phases=("before",))
+    both = catalogue()
+    mlx_before = [ns / 1e6 for k, rows in PUBLISHED.items() if k[1] == "before"
+                  for d, _, ns in rows if d == "mlx5_core"]
+    assert before["mlx5"].total_ms == pytest.approx(np.mean(mlx_before))
+    assert before["mlx5"].total_ms != pytest.approx(both["mlx5"].total_ms, rel=1e-6)

@@ -78,9 +78,10 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "probe", help="simulate NUMA-aware driver probing under a kernel policy",
         description="Simulate boot-time driver probing on a machine: which thread and CPU run "
-                    "each probe, when, and how long it takes, under one of four policies: "
-                    "mainline (a: work_on_cpu() to the node's first housekeeping CPU), "
-                    "pf-wq-worker (b: the PF_WQ_WORKER fix), driver-core (c: the v2 "
+                    "each probe, when, and how long it takes, under one of five policies: "
+                    "mainline (a: Linux 6.12's work_on_cpu() to the node's first housekeeping "
+                    "CPU), mainline-7.2 (a7: Linux 7.2's queue_work_on(pci_probe_wq), the "
+                    "series' baseline), pf-wq-worker (b: the PF_WQ_WORKER fix), driver-core (c: the v2 "
                     "NUMA-node-aware synchronous probing series), bus-opt-in (d: (c) for PCI "
                     "only). Costs are calibrated on the patches' published tables.",
         epilog=_SPEC_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,7 +89,7 @@ def add_parser(sub) -> None:
                    help="a dump, .toml description or synthetic string (\"pack:2 numa:1 core:8 pu:2\")")
     p.add_argument("--devices", metavar="SPEC", required=True, help="devices to probe (see below)")
     p.add_argument("--policy", default="mainline", metavar="P",
-                   help=f"one of {', '.join(POLICIES)} (or a, b, c, d), or 'all' "
+                   help=f"one of {', '.join(POLICIES)} (or a, a7, b, c, d), or 'all' "
                         f"(default: mainline)")
     p.add_argument("--seed", type=option_seed(), default=0,
                    help="random seed (udev worker CPUs, ties), an integer >= 0")
@@ -124,7 +125,7 @@ def run(args) -> int:
         policies = [args.policy]
     else:
         raise ProbeModelError(f"--policy: unknown policy {args.policy!r} "
-                              f"(one of {', '.join(POLICIES)}, a/b/c/d, or all)")
+                              f"(one of {', '.join(POLICIES)}, a/a7/b/c/d, or all)")
     topo = load(args.topology)
     devices = parse_spec(args.devices, topo)
     iso = parse_cpulist(args.isolcpus) if args.isolcpus else 0

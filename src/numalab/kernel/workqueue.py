@@ -14,6 +14,15 @@ pools live in :mod:`numalab.models.probe`):
 * :func:`unbound_pod_cpus`: the *pod* (affinity scope) whose pool serves a
   CPU; the default scope is ``cache`` (CPUs sharing the last-level cache).
 
+* :func:`wq_node_max_active`: since Linux 6.9 an unbound workqueue's
+  ``max_active`` is shared out per node (``wq_update_node_max_active()``),
+  in proportion to the node's CPUs, never below ``min_active``
+  (``min(max_active, WQ_DFL_MIN_ACTIVE)``, 8). :data:`WQ_LIMITS` gives
+  ``WQ_MAX_ACTIVE`` / ``WQ_DFL_ACTIVE`` per kernel (``include/linux/workqueue.h``
+  of Debian's ``linux-source-6.12`` and ``linux-source-7.2``); ``system_dfl_wq``
+  (``events_unbound``) is allocated with ``WQ_MAX_ACTIVE``, ``async_wq`` with 0,
+  i.e. ``WQ_DFL_ACTIVE``.
+
 ``WORK_CPU_UNBOUND`` is ``NR_CPUS`` in the kernel; here it is the string
 ``"unbound"`` so that it can never be mistaken for a CPU number.
 """
@@ -25,12 +34,48 @@ from numalab.kernel.sched.isolation import HK_TYPE_DOMAIN, HK_TYPE_WQ, Housekeep
 
 __all__ = ["WORK_CPU_UNBOUND", "WQ_DFL_ACTIVE", "WQ_CPU_INTENSIVE_THRESH_US",
            "cpumask_any_and", "select_numa_node_cpu", "wq_unbound_cpumask",
-           "unbound_pod_cpus", "AFFINITY_SCOPES"]
+           "unbound_pod_cpus", "AFFINITY_SCOPES", "WQ_DFL_MIN_ACTIVE", "WQ_LIMITS",
+           "workqueue_max_active", "wq_node_max_active"]
 
 WORK_CPU_UNBOUND = "unbound"
 WQ_DFL_ACTIVE = 256                  # WQ_MAX_ACTIVE / 2: default max_active
 WQ_CPU_INTENSIVE_THRESH_US = 10000   # workqueue.cpu_intensive_thresh_us default
 AFFINITY_SCOPES = ("cpu", "smt", "cache", "numa", "system")
+WQ_DFL_MIN_ACTIVE = 8                # per-node floor of an unbound wq's max_active (6.9+)
+# kernel -> (WQ_MAX_ACTIVE, WQ_DFL_ACTIVE) in include/linux/workqueue.h
+WQ_LIMITS = {"6.12": (512, 256), "7.2": (2048, 1024)}
+
+
+def workqueue_max_active(wq: str, kernel: str = "6.12") -> int:
+    """``max_active`` of the unbound workqueues the probe paths use:
+    ``system_dfl_wq`` (``alloc_workqueue("events_unbound", WQ_UNBOUND,
+    WQ_MAX_ACTIVE)``) and ``async_wq`` (``alloc_workqueue("async",
+    WQ_UNBOUND, 0)``: 0 means ``WQ_DFL_ACTIVE``).
+
+    >>> workqueue_max_active("system_dfl_wq"), workqueue_max_active("async", "7.2")
+    (512, 1024)
+    """
+    if kernel not in WQ_LIMITS:
+        raise ValueError(f"workqueue limits known for {', '.join(WQ_LIMITS)}, not {kernel!r}")
+    mx, dfl = WQ_LIMITS[kernel]
+    return mx if wq == "system_dfl_wq" else dfl
+
+
+def wq_node_max_active(max_active: int, node_cpus: int, total_cpus: int) -> int:
+    """A node's share of an unbound workqueue's ``max_active``
+    (``wq_update_node_max_active()``, Linux 6.9+): ``clamp(DIV_ROUND_UP(
+    max_active * node_cpus, total_cpus), min_active, max_active)`` with
+    ``min_active = min(max_active, WQ_DFL_MIN_ACTIVE)``; ``min_active`` for
+    every node when no CPU of the workqueue is online.
+
+    >>> wq_node_max_active(512, 16, 32), wq_node_max_active(512, 1, 256), wq_node_max_active(4, 1, 2)
+    (256, 8, 4)
+    """
+    min_active = min(max_active, WQ_DFL_MIN_ACTIVE)
+    if total_cpus <= 0:
+        return min_active
+    share = -(-max_active * node_cpus // total_cpus)
+    return max(min_active, min(share, max_active))
 
 
 def cpumask_any_and(a: int, b: int, nr_cpu_ids: int) -> int:

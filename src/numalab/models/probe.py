@@ -7,21 +7,29 @@ take under four policies?
 =================  ==========================================================
 policy             what changes
 =================  ==========================================================
-``mainline``  (a)  the kernel before either patch. An asynchronous probe runs
+``mainline``  (a)  the kernel the PCI patch was written against (Linux 6.12's
+                   ``pci_call_probe()``). An asynchronous probe runs
                    in an unbound ``async_wq`` worker on the device's node;
                    for PCI, ``pci_call_probe()`` then hands it to
                    ``work_on_cpu()`` on the node's *first* housekeeping CPU,
                    so all PCI probes of a node share that CPU. Synchronous PCI
                    probes take the same ``work_on_cpu()`` detour; other
                    synchronous probes run in the caller (a udev worker).
-``pf-wq-worker``   "PCI: skip work_on_cpu() in an unbound async probe worker"
+``mainline-7.2``   the "before" of the driver-core series: Linux 7.2's
+              (a7) ``pci_call_probe()`` (Frederic Weisbecker's housekeeping
+                   series) queues the probe with ``queue_work_on(cpu,
+                   pci_probe_wq)`` on the node's first ``HK_TYPE_DOMAIN`` CPU
+                   (the same bound pool), and ``housekeeping_update()``
+                   flushes that workqueue when a cpuset partition changes.
+``pf-wq-worker``   "PCI: Avoid work_on_cpu() in async probe workers"
               (b)  (PF_WQ_WORKER test): ``pci_call_probe()`` probes in place
                    when already in a workqueue worker, so asynchronous PCI
                    probes stay in their unbound workers, spread over the node.
 ``driver-core``    "[PATCH v2 0/3] Add NUMA-node-aware synchronous probing to
               (c)  driver core": a synchronous probe of a device with a node is
                    queued with ``queue_work_node(node, system_dfl_wq)`` and the
-                   caller waits; the PCI-specific code is removed.
+                   caller waits; the PCI-specific code and its flush hook
+                   in ``housekeeping_update()`` are removed.
 ``bus-opt-in`` (d) the variant asked for in review: (c) only for buses that
                    opt in (PCI); other buses keep the mainline path.
 =================  ==========================================================
@@ -43,8 +51,19 @@ Devices without a node (-1) never pay it.
 
 Kernel rules the model follows
 ------------------------------
-* CPUs are *processor-shared*: the runnable threads of a CPU (and an optional
-  background load, in runnable tasks per CPU) share its time equally.
+* CPUs are *time-sliced*: the runnable threads of a CPU take turns, each
+  running up to ``timeslice_ms`` (3 ms: EEVDF's ``sysctl_sched_base_slice``,
+  0.75 ms, times ``1 + ilog2(min(ncpus, 8))``) before the next one in FIFO
+  order; no wake-up preemption (an approximation of EEVDF's eligibility
+  rule). An optional background load (runnable tasks per CPU) takes a fluid
+  share: the running thread progresses at ``1 / (1 + background)``. When a
+  CPU's SMT sibling is also running a thread, each progresses at
+  ``smt_factor`` of full speed (1 = no SMT penalty; two busy siblings give
+  ``2 * smt_factor`` of one core's throughput).
+* A probe's CPU work may include a *serial* share (``Device.serial``) done
+  under one machine-wide sleeping lock, standing for the global locks a probe
+  takes (IRQ vector allocation under ``sparse_irq_lock``, kernfs/sysfs
+  creation, zone locks); waiters sleep in FIFO order.
 * Bound workqueue pools (``work_on_cpu()``: ``kworker/CPU:ID``) are
   concurrency-managed: a queued item starts only when no worker of the pool
   is running; a worker that sleeps (hardware wait) lets the next item start;
@@ -52,14 +71,18 @@ Kernel rules the model follows
   ``workqueue.cpu_intensive_thresh_us``) of CPU without sleeping is marked
   CPU-intensive and stops counting. Items then share the CPU.
 * Unbound workqueues (``async_wq``, ``system_dfl_wq``: ``kworker/uPOOL:ID``)
-  start every item at once (up to ``max_active``, 256). ``queue_work_node()``
+  start every item at once, up to the node's share of ``max_active``
+  (:func:`~numalab.kernel.workqueue.wq_node_max_active`, Linux 6.9+; the
+  kernel version of the policy sets ``max_active``:
+  :func:`~numalab.kernel.workqueue.workqueue_max_active`). ``queue_work_node()``
   targets the caller's CPU if it is on the node, else the node's first online
   CPU (:func:`~numalab.kernel.workqueue.select_numa_node_cpu`); the
   item goes to the pool of that CPU's pod (affinity scope ``cache``: the
   CPUs sharing its last-level cache).
 * Where a thread runs when it starts or wakes is the *scheduler's* choice; the
   model approximates CFS/EEVDF wake-up placement: the previous CPU if idle,
-  else an idle CPU in the pod (unbound kworkers) or last-level cache, else an
+  else an idle CPU in the pod (unbound kworkers) or last-level cache (the
+  first thread of a fully idle core first, as ``select_idle_core()``), else an
   idle CPU in the same node, else the least loaded CPU of that node (the
   previous one on ties): a waking thread never leaves its node. Other ties
   are broken by a random draw from the seeded generator. Bound kworkers
@@ -68,6 +91,13 @@ Kernel rules the model follows
 * Isolated CPUs (``isolcpus=domain``; ``nohz_full``) are honoured through the
   housekeeping masks: unbound workers use ``wq_unbound_cpumask``, udev
   workers the ``HK_TYPE_DOMAIN`` CPUs, ``pci_call_probe()`` its own rule.
+  ``Params.partition_cpus`` isolates more CPUs at ``partition_at_ms`` through
+  a cpuset partition (7.2-based policies): the writer runs
+  :data:`~numalab.kernel.sched.isolation.HOUSEKEEPING_UPDATE_STEPS` (with the
+  PCI flush under ``mainline-7.2``, without it under the series), and the
+  run records when the write returned and how much probe CPU time ran on the
+  newly isolated CPUs afterwards. Unbound workers keep the CPU mask of their
+  pool; new work goes to pools of the new mask.
 * Each driver's devices are attached by one udev worker (module load:
   ``driver_register()`` -> ``__driver_attach()`` for each device, in order),
   all drivers starting at time 0, each worker on a CPU drawn from the seeded
@@ -96,25 +126,31 @@ import numpy as np
 
 from ..cpumask import cpus as _cpus
 from ..errors import ParameterError
-from ..kernel.drivers.base.dd import (PROBE_DEFAULT_STRATEGY, PROBE_PREFER_ASYNCHRONOUS,
+from ..kernel.drivers.base.dd import (NEED_PARENT_LOCK_BUSES, PROBE_DEFAULT_STRATEGY, PROBE_PREFER_ASYNCHRONOUS,
                                       driver_allows_async_probing, probe_redirected_to_node)
-from ..kernel.drivers.pci.pci_driver import pci_call_probe_cpu
-from ..kernel.sched.isolation import HK_TYPE_DOMAIN, Housekeeping, housekeeping_cpumask
-from ..kernel.workqueue import (AFFINITY_SCOPES, WORK_CPU_UNBOUND, WQ_DFL_ACTIVE, node_online,
-                                       select_numa_node_cpu, unbound_pod_cpus,
-                                       wq_unbound_cpumask)
+from ..kernel.drivers.pci.pci_driver import PCI_PROBE_WQ, pci_call_probe_cpu
+from ..kernel.sched.isolation import (HK_TYPE_DOMAIN, Housekeeping, housekeeping_cpumask,
+                                      housekeeping_update, housekeeping_update_steps)
+from ..kernel.workqueue import (AFFINITY_SCOPES, WORK_CPU_UNBOUND, WQ_LIMITS, node_online,
+                                select_numa_node_cpu, unbound_pod_cpus, workqueue_max_active,
+                                wq_node_max_active, wq_unbound_cpumask)
 from ..topology.model import CPU, Node, Topology
 from ..validate import integer, number, one_of
 from ..validate import seed as _seed
 
-__all__ = ["POLICIES", "POLICY_ALIASES", "OPT_IN_BUSES", "Device", "Params", "ProbeRecord",
+__all__ = ["POLICIES", "POLICY_ALIASES", "POLICY_KERNEL", "OPT_IN_BUSES", "Device", "Params", "ProbeRecord",
            "ProbeRun", "ProbeModelError", "policy_name", "remote_factor", "simulate",
            "machine", "sweep", "thread_table"]
 
-POLICIES = ("mainline", "pf-wq-worker", "driver-core", "bus-opt-in")
-POLICY_ALIASES = {"a": "mainline", "b": "pf-wq-worker", "c": "driver-core", "d": "bus-opt-in",
-                  "before": "mainline", "fix": "pf-wq-worker", "v2": "driver-core",
+POLICIES = ("mainline", "mainline-7.2", "pf-wq-worker", "driver-core", "bus-opt-in")
+POLICY_ALIASES = {"a": "mainline", "a7": "mainline-7.2", "b": "pf-wq-worker",
+                  "c": "driver-core", "d": "bus-opt-in", "before": "mainline",
+                  "7.2": "mainline-7.2", "fix": "pf-wq-worker", "v2": "driver-core",
                   "opt-in": "bus-opt-in"}
+# The kernel each policy's code comes from: the PCI patch was posted against the
+# work_on_cpu() code (6.12 has it); the series against 7.2's housekeeping code.
+POLICY_KERNEL = {"mainline": "6.12", "pf-wq-worker": "6.12", "mainline-7.2": "7.2",
+                 "driver-core": "7.2", "bus-opt-in": "7.2"}
 OPT_IN_BUSES = frozenset({"pci"})   # buses that set the opt-in flag in variant (d)
 
 _EPS = 1e-9
@@ -124,7 +160,9 @@ ALPHA_RANGE = (0.0, 1.0)          # a share of the work (module docstring)
 MAX_BACKGROUND = 10_000.0         # runnable background tasks per CPU
 MAX_PROBE_MS = 1e9                # one probe's CPU or wait time (about 11 days)
 MAX_ROUNDS = 10_000               # (CPU, wait) alternations of one probe
-WQ_MAX_ACTIVE = 2 * WQ_DFL_ACTIVE  # the kernel's cap on max_active (WQ_DFL_ACTIVE = half)
+WQ_MAX_ACTIVE = max(mx for mx, _ in WQ_LIMITS.values())   # the largest kernel cap
+TIMESLICE_MS = 3.0                # EEVDF base slice 0.75 ms x (1 + ilog2(8))
+MAX_TIMESLICE_MS = 1000.0
 
 
 class ProbeModelError(ParameterError):
@@ -140,7 +178,7 @@ def policy_name(policy: str) -> str:
     p = POLICY_ALIASES.get(policy, policy)
     if p not in POLICIES:
         raise ProbeModelError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)}, "
-                              f"or a/b/c/d)")
+                              f"or a/a7/b/c/d)")
     return p
 
 
@@ -158,9 +196,14 @@ class Device:
     wait_ms:    time spent waiting for the hardware (CPU free meanwhile)
     rounds:     how many (CPU, wait) alternations the probe is cut into
     driver:     the driver's name; devices of one driver are attached by the
-                same caller, in order (default: the name up to its last digit
-                run, e.g. ``"nvme"`` for ``"nvme2"``)
+                same caller, in order (default: the name without its last
+                digit run and one separator before it: ``"nvme"`` for
+                ``"nvme2"``, ``"mlx5"`` for ``"mlx5_0"``)
     vfs:        VFs whose probes the PF's probe makes (SR-IOV), in order
+    serial:     share of the CPU work done under one machine-wide lock (0..1)
+
+    >>> Device("mlx5_0").driver, Device("nvme12").driver, Device("usb").driver
+    ('mlx5', 'nvme', 'usb')
     """
 
     name: str
@@ -173,6 +216,7 @@ class Device:
     driver: str = ""
     vfs: tuple["Device", ...] = ()
     is_vf: bool = False
+    serial: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -185,12 +229,15 @@ class Device:
         number(f"{self.name}: cpu_ms", self.cpu_ms, 0, MAX_PROBE_MS, error=err)
         number(f"{self.name}: wait_ms", self.wait_ms, 0, MAX_PROBE_MS, error=err)
         integer(f"{self.name}: rounds", self.rounds, 1, MAX_ROUNDS, error=err)
+        number(f"{self.name}: serial", self.serial, 0, 1, error=err)
         if not isinstance(self.bus, str) or not isinstance(self.driver, str):
             raise ProbeModelError(f"{self.name}: bus and driver must be strings")
         if not all(isinstance(v, Device) for v in self.vfs):
             raise ProbeModelError(f"{self.name}: vfs must be Devices")
         if not self.driver:
-            object.__setattr__(self, "driver", self.name.rstrip("0123456789.:-_") or self.name)
+            import re
+            object.__setattr__(self, "driver",
+                               re.sub(r"[_.:-]?\d+$", "", self.name) or self.name)
 
     @property
     def total_ms(self) -> float:
@@ -209,9 +256,14 @@ class Params:
     cpu_intensive_thresh_ms: the bound pools' CPU-intensive threshold
     affinity_scope:      unbound workqueues' default affinity scope
     driver_async_probe:  the ``driver_async_probe=`` command-line list
-    max_active:          unbound workqueues' ``max_active``
+    max_active:          unbound workqueues' ``max_active`` (None: each
+                         workqueue's value in the policy's kernel)
     caller_cpu:          driver name -> CPU of the udev worker attaching its
                          devices (default: drawn from the seeded generator)
+    timeslice_ms:        the scheduler's time slice
+    smt_factor:          speed of a thread whose SMT sibling is busy (0..1]
+    partition_cpus:      CPUs a cpuset isolated partition takes at runtime (0: none)
+    partition_at_ms:     when that partition is written
     """
 
     alpha: float = 0.5
@@ -221,8 +273,12 @@ class Params:
     cpu_intensive_thresh_ms: float = 10.0
     affinity_scope: str = "cache"
     driver_async_probe: str = ""
-    max_active: int = WQ_DFL_ACTIVE
+    max_active: int | None = None
     caller_cpu: Mapping[str, int] = field(default_factory=dict)
+    timeslice_ms: float = TIMESLICE_MS
+    smt_factor: float = 1.0
+    partition_cpus: int = 0
+    partition_at_ms: float = 0.0
 
     def __post_init__(self):
         err = ProbeModelError
@@ -243,7 +299,14 @@ class Params:
         if not isinstance(self.driver_async_probe, str):
             raise ProbeModelError(f"driver_async_probe must be a string, "
                                   f"not {self.driver_async_probe!r}")
-        integer("max_active", self.max_active, 1, WQ_MAX_ACTIVE, error=err)
+        if self.max_active is not None:
+            integer("max_active", self.max_active, 1, WQ_MAX_ACTIVE, error=err)
+        number("timeslice_ms", self.timeslice_ms, 0, MAX_TIMESLICE_MS, lo_open=True, error=err)
+        number("smt_factor", self.smt_factor, 0, 1, lo_open=True, error=err)
+        if integer("partition_cpus", self.partition_cpus, 0, error=err).bit_length() > MAX_CPUS:
+            raise ProbeModelError(f"partition_cpus names CPUs beyond the {MAX_CPUS} numalab "
+                                  "handles")
+        number("partition_at_ms", self.partition_at_ms, 0, MAX_PROBE_MS, error=err)
         if not isinstance(self.caller_cpu, Mapping):
             raise ProbeModelError(f"caller_cpu must map driver names to CPUs, "
                                   f"not {self.caller_cpu!r}")
@@ -270,6 +333,9 @@ class ProbeRecord:
     thread_kind: str = ""     # "bound kworker" | "unbound kworker" | "udev worker"
     lock_holder: str = ""     # comm of the thread holding device_lock
     holds_device_lock: bool = True
+    # need_parent_lock buses (USB): does the probing thread hold the parent's
+    # device_lock too (None: the bus does not take it)
+    holds_parent_lock: bool | None = None
     remote: bool = False      # some CPU work ran off the device's node
     migrations: int = 0
 
@@ -285,6 +351,10 @@ class ProbeRun:
     policy: str
     seed: int
     probes: list[ProbeRecord]
+    # with Params.partition_cpus: at_ms, returned_ms (when the partition write
+    # returned), isolated_cpu_ms_after (probe CPU time run on the newly isolated
+    # CPUs after that), probes_on_isolated_after (how many probes it was)
+    partition: dict[str, float] = field(default_factory=dict)
 
     @property
     def makespan(self) -> float:
@@ -307,8 +377,11 @@ class ProbeRun:
         return pd.DataFrame(self.rows())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy, "seed": self.seed, "makespan_ms": self.makespan,
-                "probes": self.rows()}
+        out = {"policy": self.policy, "seed": self.seed, "makespan_ms": self.makespan,
+               "probes": self.rows()}
+        if self.partition:
+            out["partition"] = dict(self.partition)
+        return out
 
 
 def remote_factor(topo: Topology, cpu_node: int, dev_node: int, alpha: float) -> float:
@@ -345,7 +418,7 @@ class _Completion:
 class _Thread:
     __slots__ = ("tid", "name", "kind", "cpu", "allowed", "pod", "gen", "state", "remaining",
                  "wake_at", "cpu_since_wake", "pool", "counted", "intensive", "waiting_on",
-                 "seg_factor", "moves")
+                 "seg_factor", "moves", "rec")
 
     def __init__(self, tid, name, kind, cpu, allowed, pool=None, pod=0):
         self.tid = tid
@@ -364,10 +437,11 @@ class _Thread:
         self.intensive = False
         self.waiting_on: _Completion | None = None
         self.moves = 0
+        self.rec: ProbeRecord | None = None     # the probe this thread is running
 
     @property
     def is_wq_worker(self) -> bool:   # PF_WQ_WORKER
-        return self.kind != "udev worker"
+        return self.kind in ("bound kworker", "unbound kworker")
 
 
 class _BoundPool:
@@ -384,6 +458,8 @@ class _UnboundPool:
     def __init__(self, pool_id, pod):
         self.pool_id = pool_id
         self.pod = pod
+        self.allowed = pod
+        self.node = -1
         self.workers: list[_Thread] = []
 
 
@@ -415,9 +491,20 @@ class _Sim:
         self.wq_unbound = wq_unbound_cpumask(topo, self.hk)
         self.bound_pools: dict[int, _BoundPool] = {}
         self.unbound_pools: dict[tuple[str, int], _UnboundPool] = {}
-        self.wq_active: dict[str, int] = {}
+        self.wq_active: dict[tuple[str, int], int] = {}   # (wq, pool node) -> active items
         self.wq_pending: dict[str, deque] = {}
+        self.kernel = POLICY_KERNEL[policy]
         self.load = {c: 0 for c in _cpus(online)}       # runnable threads per CPU
+        self.rq: dict[int, list[_Thread]] = {c: [] for c in self.load}   # head runs
+        self.slice_left = {c: params.timeslice_ms for c in self.load}
+        self.siblings = {c: ((self.topo.cpus[c].thread_siblings if c in self.topo.cpus else 0)
+                             & ~(1 << c)) for c in self.load}
+        self.lock_owner: _Thread | None = None   # the machine-wide lock of Device.serial
+        self.lock_waiters: deque = deque()
+        self.pci_wq_inflight: list[_Completion] = []   # work queued on pci_probe_wq
+        self.watch_mask, self.watch_from = 0, math.inf  # newly isolated CPUs, since when
+        self.partition: dict[str, float] = {}
+        self._iso_after: set[str] = set()
         bg = params.background
         if isinstance(bg, Mapping):
             self.bg = {c: float(bg.get(c, 0.0)) for c in self.load}
@@ -453,7 +540,11 @@ class _Sim:
         for m in scopes:
             idle = [c for c in _cpus(m) if cost(c) == 0]
             if idle:
-                return self._pick(idle)
+                # select_idle_core(): an idle CPU whose SMT siblings are idle too first
+                # (which names a core by its first thread)
+                cores = [c for c in idle if all(cost(x) == 0 for x in _cpus(self.siblings[c]))
+                         and not self.siblings[c] & ((1 << c) - 1)]
+                return self._pick(cores or idle)
         # Nothing idle on the node: stay on the node (the load balancer keeps
         # a small imbalance rather than move work off its memory), on its
         # least-loaded CPU, the previous one when it is among them.
@@ -477,6 +568,10 @@ class _Sim:
                     t.moves += 1
                 t.cpu = c
             self.load[t.cpu] += 1
+            q = self.rq[t.cpu]
+            q.append(t)
+            if len(q) == 1:
+                self.slice_left[t.cpu] = self.p.timeslice_ms
             t.cpu_since_wake = 0.0
             if isinstance(t.pool, _BoundPool) and not t.intensive and not t.counted:
                 t.pool.nr_running += 1
@@ -485,9 +580,17 @@ class _Sim:
         # the remote factor depends on where the scheduler just put the thread
         t.remaining = ms * (factor(t) if factor else 1.0)
 
+    def _dequeue(self, t: _Thread):
+        self.load[t.cpu] -= 1
+        q = self.rq[t.cpu]
+        head = q[0] is t
+        q.remove(t)
+        if head:
+            self.slice_left[t.cpu] = self.p.timeslice_ms
+
     def _leave_run(self, t: _Thread, state: str):
         if t.state == _RUN:
-            self.load[t.cpu] -= 1
+            self._dequeue(t)
         t.state = state
         if t.counted:
             t.counted = False
@@ -526,6 +629,21 @@ class _Sim:
             if kind == "now":            # let the body read the clock and its CPU
                 value = (self.now, t)
                 continue
+            if kind == "lock":           # mutex_lock() of the machine-wide lock
+                if self.lock_owner is None:
+                    self.lock_owner = t
+                    continue
+                self._leave_run(t, _BLOCK)
+                self.lock_waiters.append(t)
+                return
+            if kind == "unlock":         # mutex_unlock(): hand over to the first waiter
+                self.lock_owner = None
+                if self.lock_waiters:
+                    w = self.lock_waiters.popleft()
+                    self.lock_owner = w
+                    w.state, w.wake_at = _SLEEP, math.inf
+                    self._advance(w)
+                continue
             raise AssertionError(cmd)
 
     def _complete(self, comp: _Completion):
@@ -539,33 +657,38 @@ class _Sim:
 
     # -- workqueues ---------------------------------------------------------------
     def _thread_body_done(self, t: _Thread):
-        if t.kind == "udev worker":
+        if t.tid not in self._current_work:      # a udev worker or the cpuset writer
             self._leave_run(t, _DONE)
             return
         # A kworker finished its work item: it goes idle (and may be reused),
         # then whoever flushes the item is woken, then the pool moves on.
         w = self._current_work.pop(t.tid)
         if t.state == _RUN:
-            self.load[t.cpu] -= 1
+            self._dequeue(t)
         t.state = _IDLE
         t.intensive = False
         if t.counted:
             t.counted = False
             t.pool.nr_running -= 1
         if isinstance(w.pool, _UnboundPool):
-            self.wq_active[w.wq] -= 1
+            self.wq_active[(w.wq, w.pool.node)] -= 1
+        if w.completion in self.pci_wq_inflight:
+            self.pci_wq_inflight.remove(w.completion)
         self._complete(w.completion)
         if isinstance(w.pool, _BoundPool):
             self._kick_bound(w.pool)
         else:
             self._start_pending_unbound(w.wq)
 
-    def work_on_cpu(self, cpu: int, body) -> _Completion:
-        """``work_on_cpu()``: queue on the bound pool of ``cpu``; caller waits."""
+    def work_on_cpu(self, cpu: int, body, wq: str = "system_percpu_wq") -> _Completion:
+        """``work_on_cpu()`` (or 7.2's ``queue_work_on(cpu, pci_probe_wq)``):
+        queue on the bound pool of ``cpu``; the caller waits (``flush_work()``)."""
         pool = self.bound_pools.get(cpu)
         if pool is None:
             pool = self.bound_pools[cpu] = _BoundPool(cpu)
-        w = _Work(body, "system_percpu_wq", pool)
+        w = _Work(body, wq, pool)
+        if wq == PCI_PROBE_WQ:
+            self.pci_wq_inflight.append(w.completion)
         pool.worklist.append(w)
         self._kick_bound(pool)
         return w.completion
@@ -590,11 +713,14 @@ class _Sim:
         pod = unbound_pod_cpus(self.topo, target, self.p.affinity_scope) & self.wq_unbound
         if not pod:
             pod = self.wq_unbound        # the pod has no allowed CPU: default pwq
-        key = (wq, pod)
+        key = (wq, pod, self.wq_unbound)     # pools are per attrs: pod and cpumask
         pool = self.unbound_pools.get(key)
         if pool is None:
             pool = self.unbound_pools[key] = _UnboundPool(
                 2 * self.nr_cpu_ids + len(self.unbound_pools), pod)
+            pool.allowed = self.wq_unbound
+            nodes = {self.node_of(c) for c in _cpus(pod)}
+            pool.node = nodes.pop() if len(nodes) == 1 else -1   # NUMA_NO_NODE
         w = _Work(body, wq, pool)
         self.wq_pending.setdefault(wq, deque()).append((w, target))
         self._start_pending_unbound(wq)
@@ -608,16 +734,33 @@ class _Sim:
         self.rr_unbound = (self.rr_unbound + 1) % len(allowed)
         return allowed[self.rr_unbound]
 
+    def wq_max_active(self, wq: str, node: int) -> int:
+        """The node's share of ``wq``'s ``max_active`` (Linux 6.9+)."""
+        mx = (self.p.max_active if self.p.max_active is not None
+              else workqueue_max_active(wq, self.kernel))
+        if node < 0:
+            return mx
+        total = bin(self.wq_unbound).count("1")
+        node_cpus = bin(self.wq_unbound & self.topo.cpumask_of_node(node)).count("1")
+        return wq_node_max_active(mx, node_cpus, total)
+
     def _start_pending_unbound(self, wq: str):
         q = self.wq_pending.get(wq)
-        while q and self.wq_active.get(wq, 0) < self.p.max_active:
+        if not q:
+            return
+        waiting = deque()
+        while q:
             w, target = q.popleft()
-            self.wq_active[wq] = self.wq_active.get(wq, 0) + 1
+            key = (wq, w.pool.node)
+            if self.wq_active.get(key, 0) >= self.wq_max_active(wq, w.pool.node):
+                waiting.append((w, target))   # inactive until an item of its node ends
+                continue
+            self.wq_active[key] = self.wq_active.get(key, 0) + 1
             pool = w.pool
             worker = next((x for x in pool.workers if x.state == _IDLE), None)
             if worker is None:
                 worker = self.new_thread(f"kworker/u{pool.pool_id}:{len(pool.workers) + 1}",
-                                         "unbound kworker", None, self.wq_unbound, pool, pool.pod)
+                                         "unbound kworker", None, pool.allowed, pool, pool.pod)
                 pool.workers.append(worker)
             # kick_pool(): a non-strict pod sets the wake CPU inside the pod
             # (cpumask_any_distribute(); a seeded draw here). When the target's
@@ -627,6 +770,7 @@ class _Sim:
             if worker.cpu is None or not (pool.pod >> worker.cpu) & 1:
                 worker.cpu = target if (pool.pod >> target) & 1 else self._pick(_cpus(pool.pod))
             self._start_work(worker, w)
+        q.extend(waiting)
 
     _current_work: dict
 
@@ -638,31 +782,48 @@ class _Sim:
         self._advance(worker)
 
     # -- main loop --------------------------------------------------------------
+    def _speed(self, cpu: int) -> float:
+        """Progress per ms of the thread at the head of ``cpu``'s run queue."""
+        r = 1.0 / (1.0 + self.bg.get(cpu, 0.0))
+        sib = self.siblings.get(cpu, 0)
+        if sib and self.p.smt_factor < 1.0 and any(self.rq.get(c) for c in _cpus(sib)):
+            r *= self.p.smt_factor
+        return r
+
     def run(self):
         thresh = self.p.cpu_intensive_thresh_ms
+        ts = self.p.timeslice_ms
         while True:
-            running = [t for t in self.threads if t.state == _RUN]
+            executing = [q[0] for q in self.rq.values() if q]
             sleeping = [t for t in self.threads if t.state == _SLEEP and t.wake_at < math.inf]
-            if not running and not sleeping:
+            if not executing and not sleeping:
                 break
             dt = math.inf
             rate = {}
-            for t in running:
-                r = 1.0 / (self.load[t.cpu] + self.bg.get(t.cpu, 0.0))
+            for t in executing:
+                r = self._speed(t.cpu)
                 rate[t.tid] = r
                 dt = min(dt, t.remaining / r)
+                if len(self.rq[t.cpu]) > 1:
+                    dt = min(dt, self.slice_left[t.cpu])
                 if t.counted and not t.intensive:
                     dt = min(dt, max(thresh - t.cpu_since_wake, 0.0) / r)
             for t in sleeping:
                 dt = min(dt, t.wake_at - self.now)
             dt = max(dt, 0.0)
             self.now += dt
-            for t in running:
+            for t in executing:
                 used = rate[t.tid] * dt
                 t.remaining -= used
                 t.cpu_since_wake += used
+                self.slice_left[t.cpu] -= dt
+                if (self.watch_mask >> t.cpu) & 1 and self.now > self.watch_from + _EPS:
+                    self.partition["isolated_cpu_ms_after"] = (
+                        self.partition.get("isolated_cpu_ms_after", 0.0) + used)
+                    if t.rec is not None:
+                        self._iso_after.add(t.rec.device)
             # events, in thread-creation order (deterministic)
-            for t in running:
+            for t in executing:
                 if t.state != _RUN:
                     continue
                 if t.counted and not t.intensive and t.cpu_since_wake >= thresh - _EPS \
@@ -678,6 +839,12 @@ class _Sim:
                 if t.state == _SLEEP and t.wake_at <= self.now + _EPS:
                     t.wake_at = math.inf
                     self._advance(t)
+            # the slice of a CPU's running thread ran out: the next one runs
+            for c, q in self.rq.items():
+                if self.slice_left[c] <= _EPS:
+                    if len(q) > 1:
+                        q.append(q.pop(0))
+                    self.slice_left[c] = ts
 
 
 # -- the driver core, as each policy has it ---------------------------------------
@@ -737,7 +904,7 @@ class _Kernel(_Sim):
             yield from self.really_probe(dev, t, rec)
 
     def really_probe(self, dev: Device, t: _Thread, rec: ProbeRecord):
-        if dev.bus == "pci" and self.policy in ("mainline", "pf-wq-worker"):
+        if dev.bus == "pci" and self.policy in ("mainline", "mainline-7.2", "pf-wq-worker"):
             yield from self.pci_call_probe(dev, t, rec)
         else:
             yield from self.local_probe(dev, t, rec)
@@ -746,11 +913,15 @@ class _Kernel(_Sim):
         cpu = pci_call_probe_cpu(
             self.topo, self.hk, dev.node, is_virtfn=dev.is_vf,
             physfn_is_probed=rec.parent in self._probing_pf,
-            in_wq_worker=t.is_wq_worker, pf_wq_worker_fix=(self.policy == "pf-wq-worker"))
+            in_wq_worker=t.is_wq_worker, pf_wq_worker_fix=(self.policy == "pf-wq-worker"),
+            kernel=self.kernel)
         self._probing_pf.add(dev.name)        # dev->is_probed = 1
         try:
             if cpu < self.nr_cpu_ids:
-                comp = self.work_on_cpu(cpu, lambda w: self.local_probe(dev, w, rec))
+                # 6.12: work_on_cpu(); 7.2: queue_work_on(cpu, pci_probe_wq), elected and
+                # queued in one RCU read section (one instant here), then flush_work()
+                wq = PCI_PROBE_WQ if self.kernel == "7.2" else "system_percpu_wq"
+                comp = self.work_on_cpu(cpu, lambda w: self.local_probe(dev, w, rec), wq)
                 yield ("wait", comp)
             else:
                 yield from self.local_probe(dev, t, rec)
@@ -762,8 +933,12 @@ class _Kernel(_Sim):
         rec.start = now
         rec.thread, rec.thread_kind = t.name, t.kind
         rec.holds_device_lock = (rec.lock_holder == t.name)
+        if dev.bus in NEED_PARENT_LOCK_BUSES:
+            rec.holds_parent_lock = rec.holds_device_lock   # both taken by the same thread
+        outer_rec, t.rec = t.rec, rec
         first = True
         moves0 = t.moves
+        seg = dev.cpu_ms / dev.rounds
         for _ in range(dev.rounds):
             if dev.cpu_ms > 0:
                 def factor(th, dev=dev):
@@ -771,7 +946,11 @@ class _Kernel(_Sim):
                     if f > 1.0:
                         rec.remote = True
                     return f
-                yield ("cpu", dev.cpu_ms / dev.rounds, factor)
+                if dev.serial > 0:
+                    yield ("lock",)
+                    yield ("cpu", seg * dev.serial, factor)
+                    yield ("unlock",)
+                yield ("cpu", seg * (1.0 - dev.serial), factor)
             if first:
                 first = False
                 rec.cpu = t.cpu
@@ -785,6 +964,29 @@ class _Kernel(_Sim):
         now, _ = yield ("now",)
         rec.end = now
         rec.migrations = t.moves - moves0
+        t.rec = outer_rec
+
+    def cpuset_writer(self, at_ms: float, cpus: int):
+        """A write to a cpuset isolated partition at ``at_ms``: Linux 7.2's
+        ``housekeeping_update()``, with or without ``pci_probe_flush_workqueue()``."""
+        def body(t: _Thread):
+            yield ("sleep", at_ms)
+            self.partition["at_ms"] = self.now
+            for step in housekeeping_update_steps(pci_flush=(self.policy == "mainline-7.2")):
+                if step == "rcu_assign_pointer":
+                    self.hk = housekeeping_update(self.hk, cpus, self.online)
+                    self.hk_domain = housekeeping_cpumask(self.hk, HK_TYPE_DOMAIN) & self.online
+                elif step == "pci_probe_flush_workqueue":
+                    for comp in list(self.pci_wq_inflight):   # flush_workqueue()
+                        yield ("wait", comp)
+                elif step == "workqueue_unbound_housekeeping_update":
+                    self.wq_unbound = wq_unbound_cpumask(self.topo, self.hk)
+                # synchronize_rcu() and the other steps take no modelled time
+            now, _ = yield ("now",)
+            self.partition["returned_ms"] = now
+            self.partition.setdefault("isolated_cpu_ms_after", 0.0)
+            self.watch_mask, self.watch_from = cpus, now
+        return body
 
     def _record(self, dev: Device, mode: str, parent: str = "") -> ProbeRecord:
         rec = ProbeRecord(device=dev.name, bus=dev.bus, dev_node=dev.node, policy=self.policy,
@@ -837,6 +1039,20 @@ def simulate(topo: Topology, devices: Sequence[Device], policy: str, seed: int =
     drivers: dict[str, list[Device]] = {}
     for d in devices:
         drivers.setdefault(d.driver, []).append(d)
+    if params.partition_cpus:
+        if POLICY_KERNEL[pol] != "7.2":
+            raise ProbeModelError(f"a runtime cpuset partition is modelled for the 7.2-based "
+                                  f"policies (mainline-7.2, driver-core, bus-opt-in), not {pol}")
+        if params.partition_cpus & ~k.online:
+            raise ProbeModelError("partition_cpus names CPUs that are not online")
+        try:
+            housekeeping_update(k.hk, params.partition_cpus, k.online)
+        except ValueError as e:
+            raise ProbeModelError(str(e)) from None
+        w = k.new_thread("(cpuset-writer)", "cpuset writer", _cpus(k.hk_domain)[0], k.hk_domain)
+        w.gen = k.cpuset_writer(params.partition_at_ms, params.partition_cpus)(w)
+        w.state = _SLEEP
+        k._advance(w)      # before the callers: a write at 0 ms precedes every probe
     udev_cpus = _cpus(k.hk_domain)
     for i, (drv, devs) in enumerate(drivers.items()):
         cpu = udev_cpus[int(k.rng.integers(len(udev_cpus)))]
@@ -852,7 +1068,10 @@ def simulate(topo: Topology, devices: Sequence[Device], policy: str, seed: int =
     unfinished = [r.device for r in k.records if math.isnan(r.end)]
     if unfinished:   # a modelling bug, never an input error
         raise AssertionError(f"probes never finished: {unfinished}")
-    return ProbeRun(pol, seed, k.records)
+    part = dict(k.partition)
+    if part:
+        part["probes_on_isolated_after"] = len(k._iso_after)
+    return ProbeRun(pol, seed, k.records, part)
 
 
 # -- machines and sweeps ---------------------------------------------------------
@@ -963,7 +1182,8 @@ def thread_table(topo: Topology | None = None, seed: int = 0) -> "Any":
 
     One simulated probe of each kind (async PCI, sync PCI, VF of a sync PCI
     PF, USB with a node, USB without, platform) per policy; columns policy,
-    case, thread_kind, cpu_on_device_node, holds_device_lock. Computed, not typed in.
+    case, thread_kind, cpu_on_device_node, holds_device_lock, holds_parent_lock
+    (USB: ``need_parent_lock``). Computed, not typed in.
     """
     import pandas as pd
     topo = topo or machine(2, 8)
@@ -985,7 +1205,8 @@ def thread_table(topo: Topology | None = None, seed: int = 0) -> "Any":
                     continue
                 rows.append({"policy": pol, "case": case, "thread_kind": p.thread_kind,
                              "cpu_on_device_node": (p.dev_node < 0) or p.cpu_node == p.dev_node,
-                             "holds_device_lock": p.holds_device_lock})
+                             "holds_device_lock": p.holds_device_lock,
+                             "holds_parent_lock": p.holds_parent_lock})
     return pd.DataFrame(rows)
 
 
@@ -1028,3 +1249,76 @@ def sweep_machines(machines: "dict[str, Topology]", devices_per_node: Iterable[i
         df["speedup"] = [base.get((m, k), float("nan")) / ms for m, k, ms in
                          zip(df.machine, df.devices_per_node, df.makespan_ms)]
     return df
+
+
+def partition_change(topo: Topology, devices: Sequence[Device], cpus: int, at_ms: float,
+                     policies: Iterable[str] = ("mainline-7.2", "driver-core"),
+                     seeds: Iterable[int] = range(5), params: Params | None = None):
+    """A cpuset isolated partition taking ``cpus`` at ``at_ms`` while ``devices``
+    probe: with 7.2's flush hook (``mainline-7.2``) and without it (the
+    series, ``driver-core``), over ``seeds``.
+
+    Output: a DataFrame, one row per (policy, seed): returned_ms (when the
+    partition write returned), write_ms (how long it took), isolated_cpu_ms_after
+    (probe CPU time run on the newly isolated CPUs after it returned),
+    probes_on_isolated_after and makespan_ms.
+
+    >>> t = machine(2, 4, llc_size=4)
+    >>> devs = [Device(f"nvme{i}", "pci", 0, "async", 10, 10, 2, driver="nvme") for i in range(3)]
+    >>> df = partition_change(t, devs, cpus=0b11, at_ms=1.0, seeds=[0])
+    >>> float(df.set_index("policy").isolated_cpu_ms_after["mainline-7.2"])
+    0.0
+    """
+    import pandas as pd
+    base = Params() if params is None else params
+    rows = []
+    for pol in policies:
+        for s in seeds:
+            run = simulate(topo, devices, pol, seed=s,
+                           params=dataclasses.replace(base, partition_cpus=cpus,
+                                                      partition_at_ms=at_ms))
+            part = run.partition
+            rows.append({"policy": policy_name(pol), "seed": s,
+                         "returned_ms": part["returned_ms"],
+                         "write_ms": part["returned_ms"] - part["at_ms"],
+                         "isolated_cpu_ms_after": part["isolated_cpu_ms_after"],
+                         "probes_on_isolated_after": part["probes_on_isolated_after"],
+                         "makespan_ms": run.makespan})
+    return pd.DataFrame(rows)
+
+
+def scaling_bands(by_rounds: Mapping[int, tuple[float, float, float]],
+                  devices_per_node: Iterable[int], alphas: Iterable[float] = (0.5,),
+                  serials: Iterable[float] = (0.0,), cpus_per_node: int = 128, nodes: int = 2,
+                  policy: str = "pf-wq-worker", seed: int = 0, llc_size: int = 8):
+    """Speedup of ``policy`` over mainline in boot probing time (makespan), and
+    the per-probe times, over every fitted round count (``by_rounds``: rounds
+    -> (rms, cpu_ms, wait_ms), as :attr:`probe_calibrate.Fit.by_rounds`), every
+    ``alpha`` and every serial share.
+
+    Output: a DataFrame, one row per (rounds, alpha, serial, devices_per_node):
+    makespan and mean per-probe time of both policies, and speedup.
+
+    >>> df = scaling_bands({2: (0.02, 10.0, 10.0)}, [1, 4], cpus_per_node=8, serials=(0.0, 0.2))
+    >>> bool((df[df.devices_per_node == 4].speedup > 1).all())
+    True
+    """
+    import pandas as pd
+    rows = []
+    topo = machine(nodes, cpus_per_node, llc_size=min(llc_size, cpus_per_node))
+    for r, (_, cpu_ms, wait_ms) in sorted(by_rounds.items()):
+        for a in alphas:
+            for sfr in serials:
+                dev = Device("nvme", "pci", -1, "async", cpu_ms, wait_ms, r, driver="nvme",
+                             serial=sfr)
+                for k in devices_per_node:
+                    devs = [dataclasses.replace(dev, name=f"nvme{n}.{i}", node=n)
+                            for n in range(nodes) for i in range(k)]
+                    out = {"rounds": r, "alpha": a, "serial": sfr, "devices_per_node": k}
+                    for tag, pol in (("mainline", "mainline"), ("fixed", policy)):
+                        run = simulate(topo, devs, pol, seed=seed, params=Params(alpha=a))
+                        out[f"{tag}_makespan_ms"] = run.makespan
+                        out[f"{tag}_probe_ms"] = float(np.mean([p.cost for p in run.probes]))
+                    out["speedup"] = out["mainline_makespan_ms"] / out["fixed_makespan_ms"]
+                    rows.append(out)
+    return pd.DataFrame(rows)

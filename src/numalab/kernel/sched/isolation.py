@@ -7,13 +7,21 @@ type's mask must not be given that kind of kernel work. Without either
 option every possible CPU is a housekeeping CPU.
 
 Masks are ints (bit i = CPU i), as in :mod:`numalab.cpumask`.
+
+Linux 7.2 (Debian ``linux-source-7.2`` 7.2.13) also lets a cpuset isolated
+partition change ``HK_TYPE_DOMAIN`` at runtime (``HK_TYPE_DOMAIN_BOOT`` keeps
+the boot-time mask): :func:`housekeeping_update` ports the checks of
+``housekeeping_update()``, and :data:`HOUSEKEEPING_UPDATE_STEPS` its steps
+in order. The v2 driver-core series removes the ``pci_probe_flush_workqueue()``
+step (``kernel/sched/isolation.c | 2 -``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HK_TYPE_DOMAIN", "HK_TYPE_WQ", "Housekeeping", "housekeeping_cpumask"]
+__all__ = ["HK_TYPE_DOMAIN", "HK_TYPE_WQ", "Housekeeping", "housekeeping_cpumask",
+           "HOUSEKEEPING_UPDATE_STEPS", "housekeeping_update_steps", "housekeeping_update"]
 
 HK_TYPE_DOMAIN = "domain"
 HK_TYPE_WQ = "wq"
@@ -54,3 +62,50 @@ def housekeeping_cpumask(hk: Housekeeping, type_: str) -> int:
     # housekeeping_setup() refuses to isolate every CPU: it keeps the boot
     # CPU (the lowest possible one here) as the one housekeeper.
     return mask or (hk.possible & -hk.possible)
+
+
+# housekeeping_update() in Linux 7.2, in order, after the trial mask is checked:
+# publish the new HK_TYPE_DOMAIN mask, wait for every RCU reader (pci_call_probe()
+# elects its CPU inside one), flush the workqueues whose work was targeted with the
+# old mask, then move the unbound workqueues, timers and kthreads.
+HOUSEKEEPING_UPDATE_STEPS = ("rcu_assign_pointer", "synchronize_rcu", "pci_probe_flush_workqueue",
+                             "mem_cgroup_flush_workqueue", "vmstat_flush_workqueue",
+                             "workqueue_unbound_housekeeping_update",
+                             "tmigr_isolated_exclude_cpumask", "kthreads_update_housekeeping")
+
+
+def housekeeping_update_steps(pci_flush: bool = True) -> tuple[str, ...]:
+    """The steps of ``housekeeping_update()``: 7.2's, or without the PCI flush
+    (``pci_flush=False``: the v2 driver-core series, which deletes
+    ``pci_probe_flush_workqueue()``).
+
+    >>> housekeeping_update_steps(False)[:3]
+    ('rcu_assign_pointer', 'synchronize_rcu', 'mem_cgroup_flush_workqueue')
+    """
+    return tuple(s for s in HOUSEKEEPING_UPDATE_STEPS
+                 if pci_flush or s != "pci_probe_flush_workqueue")
+
+
+def housekeeping_update(hk: Housekeeping, isol_mask: int, online: int) -> Housekeeping:
+    """The housekeeping masks after a cpuset isolated partition of ``isol_mask``.
+
+    ``housekeeping_update()``: the new ``HK_TYPE_DOMAIN`` is the boot-time
+    mask (``HK_TYPE_DOMAIN_BOOT``, i.e. without ``hk.isolcpus``) minus
+    ``isol_mask``; when that leaves no online CPU the kernel refuses with
+    ``-EINVAL`` (here ValueError). Input: the boot options, the partition's
+    isolated CPUs, the online mask. Output: the options that give the new masks.
+
+    >>> hk = Housekeeping(possible=0xff, isolcpus=0x01)
+    >>> hex(housekeeping_cpumask(housekeeping_update(hk, 0x30, 0xff), HK_TYPE_DOMAIN))
+    '0xce'
+    >>> housekeeping_update(hk, 0xfe, 0xff)
+    Traceback (most recent call last):
+    ...
+    ValueError: housekeeping_update(): no online housekeeping CPU would be left (-EINVAL)
+    """
+    trial = hk.possible & ~hk.isolcpus & ~isol_mask
+    if not trial & online:
+        raise ValueError("housekeeping_update(): no online housekeeping CPU would be left "
+                         "(-EINVAL)")
+    return Housekeeping(possible=hk.possible, isolcpus=hk.isolcpus | isol_mask,
+                        nohz_full=hk.nohz_full)

@@ -21,9 +21,14 @@ restricts the redirection to buses that set a flag (PCI).
 
 from __future__ import annotations
 
-__all__ = ["PROBE_DEFAULT_STRATEGY", "PROBE_PREFER_ASYNCHRONOUS", "PROBE_FORCE_SYNCHRONOUS",
+__all__ = ["NEED_PARENT_LOCK_BUSES", "PROBE_DEFAULT_STRATEGY", "PROBE_PREFER_ASYNCHRONOUS", "PROBE_FORCE_SYNCHRONOUS",
            "parse_option_str", "cmdline_requested_async_probing", "driver_allows_async_probing",
            "probe_redirected_to_node"]
+
+# Buses whose bus_type sets .need_parent_lock (Linux 7.2: usb_bus_type in
+# drivers/usb/core/driver.c): __driver_attach() and __device_attach() then also
+# take the parent's device_lock (__device_driver_lock()) in the caller.
+NEED_PARENT_LOCK_BUSES = frozenset({"usb"})
 
 PROBE_DEFAULT_STRATEGY = "default"
 PROBE_PREFER_ASYNCHRONOUS = "async"
