@@ -1,5 +1,7 @@
 """The flat versus per-node idle-mask simulation."""
 
+from dataclasses import replace
+
 import pytest
 
 from numalab.kernel.sched.ext_idle import SCX_PICK_IDLE_IN_NODE
@@ -107,16 +109,16 @@ def test_latency_from_bench_forms():
     assert latency_from_bench(t) is None
 
 
-def test_reproduces_the_seeds_shape():
-    """The cover letter: ~4% faster on the DGX B200 (52.431 s -> 50.342 s),
-    nothing measurable on the DGX-1. Tolerance: the B200 gain within
-    2.5-6% (the measured 4.0% had a 2.9 s, 5.5% standard deviation over 10
-    runs), the DGX-1 gain under 0.5%."""
+def test_fit_quality_at_the_fitted_rate():
+    """run_mean_us = 49 was chosen so that the (1+f) gain on the DGX B200 is
+    close to the cover letter's (published, within its noise): this checks
+    the fit still holds (fit quality, not a prediction), that the DGX-1 at the
+    same rate stays near nothing, and the mechanism behind it."""
     b = compare(dgx_b200(), SimParams())
     d = compare(dgx1(), SimParams())
     measured = 100 * (1 - SEED_AFTER_S / SEED_BEFORE_S)
-    assert 2.5 < b["gain_pct"] < 6.0, b["gain_pct"]
-    assert abs(b["gain_pct"] - measured) < 2.0
+    assert not b["saturated"] and not d["saturated"]
+    assert abs(b["gain_pct"] - measured) < 2.0, b["gain_pct"]
     assert abs(d["gain_pct"]) < 0.5, d["gain_pct"]
     # the mechanism: cross-node writes on the flat mask, not on per-node masks
     assert b["per_node"].total.cross_node_writes < 0.3 * b["flat"].total.cross_node_writes
@@ -156,3 +158,77 @@ def test_latency_from_atomics_bench_record():
     t.meta["bench"] = {"latency": {"cpus": [0, 1, 2, 3], "round_trip_ns": [
         [None, 100, 300, 300], [100, None, 300, 300], [300, 300, None, 100], [300, 300, 100, None]]}}
     assert latency_from_bench(t) == [[50.0, 150.0], [150.0, 50.0]]
+
+
+# -- issue 16: saturation, the read-guard alternative, SCX_WAKE_SYNC, layout ---------
+
+def test_saturation_is_reported_instead_of_a_gain():
+    """Dear transfers on a big machine saturate the flat mask's line: no gain is given."""
+    c = compare(dgx_b200(), SimParams(duration_ms=1.0, warmup_ms=0.3, local_ns=150.0))
+    assert c["saturated"] and c["busy_flat"] >= 0.95
+    assert c["gain_pct"] != c["gain_pct"] and c["gain_thr_pct"] != c["gain_thr_pct"]   # nan
+    small = compare(machine(2, 2, 2), SimParams(**SMALL))
+    assert not small["saturated"] and small["gain_thr_pct"] == small["gain_thr_pct"]
+
+
+def test_read_guarded_exit_removes_writes():
+    p = SimParams(**SMALL)
+    kern = simulate(machine(2, 4, 2), p, seed=3)
+    guard = simulate(machine(2, 4, 2), replace(p, guard_exit=True), seed=3)
+    # timing shifts the event order a little; per wakeup the guarded exit stores less
+    assert guard.total.writes / guard.decisions < 0.8 * kern.total.writes / kern.decisions
+
+
+def test_sync_wakeups_can_pick_the_waker_without_a_write():
+    # wakers on the other node: prev_cpu shares no LLC with them, so the sync
+    # branch returns the waker's own CPU (unclaimed: no store) while CPUs are idle
+    p = SimParams(**SMALL, sync_frac=1.0, waker_local=0.0)
+    r = simulate(machine(2, 4, 2), p, seed=1)
+    assert r.sync_wakeups == r.decisions > 0
+    assert 0 < r.sync_waker_picks <= r.decisions
+    none = simulate(machine(2, 4, 2), replace(p, sync_frac=0.0), seed=1)
+    assert none.sync_wakeups == none.sync_waker_picks == 0
+    assert r.select.writes / r.decisions < none.select.writes / none.decisions
+
+
+def test_load_one_has_no_idle_transitions():
+    r = simulate(machine(2, 2, 2), SimParams(**{**SMALL, "load": 1.0}), seed=0)
+    assert r.idle_enter == 0 and r.work_ns > 0
+    assert r.decisions <= len(machine(2, 2, 2).cpus)    # only the first wakeups
+
+
+def test_no_walk_is_counted_without_another_node():
+    r = simulate(machine(1, 4, 2), SimParams(**{**SMALL, "load": 0.95}), per_node=True, seed=0)
+    assert r.total.walks == 0 and r.total.dist_lookups == 0
+
+
+def test_shared_line_layout_puts_both_masks_in_one_line():
+    from numalab.kernel.sched.ext_idle import IdleMasks
+    m = IdleMasks(machine(2, 4, 2), layout="shared-line")
+    assert m.shares_line and list(m.lines()) == ["global.cpu+smt"]
+    assert m.global_masks.cpu.lines is m.global_masks.smt.lines
+    big = IdleMasks(machine(2, 80, 2), layout="shared-line")   # 320 CPUs: 40 bytes each
+    assert not big.shares_line
+
+
+def test_remote_copies_cost_local_writers():
+    """Per-node masks under load: remote walkers leave copies that local writers invalidate."""
+    r = simulate(machine(2, 4, 2), SimParams(**{**SMALL, "load": 0.95}), per_node=True, seed=0)
+    assert r.total.walks > 0 and r.total.remote_copy_invalidations > 0
+
+
+def test_ia64_cannot_run_sched_ext():
+    from numalab.models.idle_sim import sched_ext_capable
+    t = machine(2, 2, 1).replace(arch="ia64")
+    ok, why = sched_ext_capable(t)
+    assert not ok and "IA-64" in why
+    assert compare(t, SimParams(**SMALL))["capable"] is False
+
+
+def test_smt_active_uses_online_siblings():
+    from numalab.kernel.sched.ext_idle import IdleMasks
+    t = machine(1, 2, 2)
+    first_threads = sum(1 << c for c in (0, 1))          # second threads offline
+    t = t.replace(online=first_threads)
+    assert not IdleMasks(t).smt_active
+    assert IdleMasks(machine(1, 2, 2)).smt_active

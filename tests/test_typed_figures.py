@@ -22,10 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 # Chapters whose own issue reworks their prose: listed here until that issue
 # lands, then removed (one line each, nothing else may be added).
 KNOWN_EXCEPTIONS = {
-    "notebooks/02-group-cpus.ipynb": "issue 14 (chapter 2 rework)",
-    "notebooks/03-probing.ipynb": "issue 15 (chapter 3 rework)",
-    "notebooks/04-idle-masks.ipynb": "issue 16 (chapter 4 rework)",
-    "notebooks/05-percpu-ref.ipynb": "issue 17 (chapter 5 rework)",
 }
 
 # (file, figure) -> why it is a constant. Figures quoted from a patch are

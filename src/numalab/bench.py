@@ -25,7 +25,8 @@ from .validate import integer, number, option_integer, option_number
 from .validate import seed as _seed
 
 __all__ = ["Benchmark", "register", "targets", "calls_per_second",
-           "GROUP_CPUS_CASES", "group_cpus_configs", "run_group_cpus_sweep"]
+           "GROUP_CPUS_CASES", "GROUP_CPUS_COMMAND_CASES",
+           "time_group_cpus_command", "group_cpus_configs", "run_group_cpus_sweep"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ MAX_SECONDS = 3600.0          # one timed measurement
 MAX_CONFIGS = 10 ** 7         # sweep configurations
 MAX_JOBS = 256                # sweep processes
 # Modules that register further targets when imported.
-_MODULES: tuple[str, ...] = ("numalab.atomics",)
+_MODULES: tuple[str, ...] = ("numalab.atomics", "numalab.measure.target")
 
 
 def register(bench: Benchmark) -> Benchmark:
@@ -94,6 +95,34 @@ GROUP_CPUS_CASES = (
     ("numa:2 cluster:24 core:2 pu:1", 62, 5000),
     ("numa:8 cluster:128 core:4 pu:1", 512, 100),
 )
+
+# ``numalab group-cpus`` end to end (topology built, masks, one-pass metrics,
+# text rendered), in this process: (topology, groups, devices, variant, target s)
+GROUP_CPUS_COMMAND_CASES = (
+    ("pack:8 numa:8 cluster:16 core:4 pu:2", 4096, 1, "mainline", 1.0),
+    ("pack:8 numa:8 cluster:16 core:4 pu:2", 3000, 16, "rotate", 5.0),
+)
+
+
+def time_group_cpus_command(topology: str, groups: int, devices: int = 1,
+                            variant: str = "mainline", repeats: int = 3) -> list[float]:
+    """Seconds of ``numalab group-cpus TOPOLOGY -g groups -d devices --variant
+    variant`` in this process (topology parsed afresh each time, the text
+    output rendered but not printed), ``repeats`` times.
+
+    >>> len(time_group_cpus_command("numa:1 core:2 pu:1", 2, repeats=2))
+    2
+    """
+    from .commands.group_cpus import compute, render
+    from .topology import load
+    integer("repeats", repeats, 1, 1000)
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        render(compute(load(topology), groups, devices, variant))
+        out.append(time.perf_counter() - start)
+    return out
+
 
 _SWEEP_SHAPES = (
     "numa:1 core:8 pu:2", "numa:2 core:8 pu:2", "numa:2 cluster:24 core:2 pu:1",
@@ -166,6 +195,8 @@ def run_group_cpus_sweep(n: int = 10_000, jobs: int = 2, seed: int = 0) -> dict:
 def _group_cpus_args(p) -> None:
     p.add_argument("--seconds", type=option_number(0, MAX_SECONDS, lo_open=True), default=1.0,
                    help=f"time per measurement, 0 < S <= {MAX_SECONDS:g} (default 1)")
+    p.add_argument("--repeats", type=option_integer(1, 1000), default=3,
+                   help="runs of each numalab group-cpus command case, 1..1000 (default 3)")
     p.add_argument("--sweep", action="store_true",
                    help="also time a sweep of --configs configurations over --jobs processes")
     p.add_argument("--configs", type=option_integer(1, MAX_CONFIGS), default=10_000,
@@ -189,7 +220,14 @@ def _group_cpus_run(args) -> dict:
             rows.append({"topology": shape, "cpus": view.possible.bit_count(), "groups": groups,
                          "variant": variant, "calls_per_second": rate, "calls": calls,
                          "target": target, "meets_target": rate >= target})
-    out = {"benchmark": "group-cpus", "cases": rows}
+    commands = []
+    for shape, groups, devices, variant, target in GROUP_CPUS_COMMAND_CASES:
+        secs = time_group_cpus_command(shape, groups, devices, variant, args.repeats)
+        commands.append({"topology": shape, "groups": groups, "devices": devices,
+                         "variant": variant, "seconds_min": min(secs),
+                         "seconds_max": max(secs), "runs": len(secs), "target_seconds": target,
+                         "meets_target": max(secs) < target})
+    out = {"benchmark": "group-cpus", "cases": rows, "commands": commands}
     if args.sweep:
         out["sweep"] = run_group_cpus_sweep(args.configs, args.jobs)
     return out
@@ -202,6 +240,11 @@ def _group_cpus_render(res: dict) -> str:
         lines.append(f"{r['topology']:<32} {r['cpus']:>5} {r['groups']:>6} {r['variant']:<9} "
                      f"{r['calls_per_second']:>9.0f} {r['target']:>7}  "
                      f"{'yes' if r['meets_target'] else 'NO'}")
+    for c in res.get("commands", []):
+        lines.append(f"numalab group-cpus \"{c['topology']}\" -g {c['groups']} -d {c['devices']} "
+                     f"--variant {c['variant']}: {c['seconds_min']:.2f}-{c['seconds_max']:.2f} s "
+                     f"over {c['runs']} runs (target < {c['target_seconds']:g} s)  "
+                     f"{'yes' if c['meets_target'] else 'NO'}")
     if "sweep" in res:
         s = res["sweep"]
         lines.append(f"sweep: {s['configurations']} configurations ({s['calls']} calls) on "
@@ -210,5 +253,6 @@ def _group_cpus_render(res: dict) -> str:
     return "\n".join(lines)
 
 
-register(Benchmark("group-cpus", "calls/s of group_cpus_evenly() (mainline and rotate)",
+register(Benchmark("group-cpus", "calls/s of group_cpus_evenly() (mainline and rotate) and "
+                   "the time of two large numalab group-cpus commands",
                    _group_cpus_args, _group_cpus_run, _group_cpus_render))

@@ -46,6 +46,9 @@ def _bench_files(quick: bool) -> dict[str, bytes]:
             print(f"numalab collect: bench: {done}/{total} CPU pairs", file=sys.stderr)
 
     result = run_atomics(quick=quick, progress=progress)
+    # chapter 4's measured inputs: a parallel build's switch rate, a contended bitmap
+    from ..measure import run_idle_inputs
+    result["idle_inputs"] = run_idle_inputs(quick=quick)
     print(f"numalab collect: bench: done in {result['seconds']} s", file=sys.stderr)
     return {"bench.json": (json.dumps(result, indent=1) + "\n").encode()}
 

@@ -36,6 +36,11 @@ def add_parser(sub) -> None:
     p.add_argument("--cached-order", action="store_true",
                    help="visit remote nodes from a cached per-node order instead of "
                         "for_each_node_numadist()")
+    p.add_argument("--sync", type=option_number(0, 1), default=None, metavar="F",
+                   help="fraction of wakeups flagged SCX_WAKE_SYNC, 0..1 (default 0)")
+    p.add_argument("--guard-exit", action="store_true",
+                   help="read-guard the idle-exit stores of update_builtin_idle() "
+                        "(an alternative to per-node masks, not kernel code)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -62,6 +67,10 @@ def _params(args):
         kw["duration_ms"] = args.duration
     if args.cached_order:
         kw["node_order"] = "cached"
+    if args.sync is not None:
+        kw["sync_frac"] = args.sync
+    if args.guard_exit:
+        kw["guard_exit"] = True
     return SimParams(per_node=args.per_node, **kw).check()
 
 
@@ -86,7 +95,8 @@ def render(r) -> str:
         f"busiest line {100 * r.max_line_busy:.0f}% busy",
         f"  modelled time: transfers {t.transfer_ns / 1e3:.1f} us, queueing {t.wait_ns / 1e3:.1f} us, "
         f"{pd['overhead_ns']:.0f} ns/decision; overhead {100 * r.overhead_fraction:.2f}% "
-        f"of useful CPU time",
+        f"of useful CPU time" + ("  SATURATED (busiest line has no steady state)"
+                                 if r.saturated else ""),
     ]
     return "\n".join(lines)
 
@@ -108,8 +118,15 @@ def run(args) -> int:
         else:
             print(render(c["flat"]))
             print(render(c["per_node"]))
-            print(f"predicted build time: flat {c['before_s']:.3f} s -> per-node "
-                  f"{c['after_s']:.3f} s ({c['gain_pct']:+.2f}% faster)")
+            if not c["capable"]:
+                print(f"note: {c['why_not']}")
+            if c["saturated"]:
+                print("predicted build time: not given -- a saturated idle-mask line is an "
+                      "unbounded queue, not a gain")
+            else:
+                print(f"predicted build time: flat {c['before_s']:.3f} s -> per-node "
+                      f"{c['after_s']:.3f} s ({c['gain_thr_pct']:+.2f}% faster by throughput; "
+                      f"{c['gain_pct']:+.2f}% by the (1+f) formula)")
         return 0
     r = simulate(topo, params, args.seed)
     if args.json:

@@ -34,13 +34,35 @@ elapsed time scales with (useful work + overhead); with the same work,
 overhead per unit of useful CPU time. The predicted times are anchored on the
 measured flat-mask time (``SimParams.build_before_s``).
 
+A wakeup is ``SCX_WAKE_SYNC`` with probability ``sync_frac`` (pipe wakeups
+in ``make`` are); the kernel's sync branch may then return the waker's own
+CPU without claiming anything, and the task waits in that CPU's local DSQ
+until the CPU's current run ends. At ``load`` 1.0 tasks never sleep: they
+run back to back on their CPU, with no idle transition and no wakeup.
+
+Two gain definitions (:func:`compare`): ``gain_pct`` =
+``100 * (1 - (1 + f_node) / (1 + f_flat))`` charges *every* nanosecond of
+idle-mask code to the build, including the idle entries of CPUs that have
+nothing to run; ``gain_thr_pct`` = ``100 * (1 - thr_flat / thr_node)``
+compares useful work done per unit of time, so only the overhead that
+delays a task (a wakeup's select and the idle exit in front of its run)
+counts. A build's elapsed time is its work divided by its throughput, so
+``gain_thr_pct`` is the one a build time measures. It is also the noisier
+one: the work it counts is the run phases started in the window, which
+differ between the two modes once their event orders part, so short windows
+on small machines can give it large swings either way. A run whose busiest idle-mask line is busy at least
+:data:`SATURATED_BUSY` of the window, or whose overhead exceeds its useful
+work, is *saturated*: the queue in front of the line has no steady state,
+and :func:`compare` reports saturation instead of a gain.
+
 Simplifications, stated: the accesses of one call are processed together
 when its event comes up; each books the first free slot of its line at or
 after the time it is issued (a line never idles while a request waits, but
 the order is first-fit, not strictly first-come); the shared DSQ's lock, the
 runqueue locks and the BPF scheduler's own work cost nothing (they are the
-same in both modes); no task affinity; no wake-affine (``SCX_WAKE_SYNC``)
-path; the whole line transfer latency is charged to the CPU that needs the
+same in both modes); no task affinity; placement effects (cache warmth of
+the CPU a task lands on, memory locality) are not costed; the whole line
+transfer latency is charged to the CPU that needs the
 line (no prefetch, no store buffer hiding a store's latency).
 """
 
@@ -58,6 +80,8 @@ from ..errors import ParameterError
 from ..kernel.sched.ext_idle import (
     SCX_PICK_IDLE_CORE,
     SCX_PICK_IDLE_IN_NODE,
+    SCX_WAKE_SYNC,
+    LAYOUTS,
     CostModel,
     IdleMasks,
     Stats,
@@ -72,7 +96,9 @@ from ..validate import seed as _seed
 
 __all__ = ["SimParams", "SimResult", "simulate", "compare", "sensitivity",
            "dgx_b200", "dgx1", "machine", "node_walk_table", "latency_from_bench",
-           "SEED_BEFORE_S", "SEED_AFTER_S", "SimParamError", "wakeups_bound", "MAX_WAKEUPS"]
+           "SEED_BEFORE_S", "SEED_AFTER_S", "SimParamError", "wakeups_bound", "MAX_WAKEUPS",
+           "SATURATED_BUSY", "is_saturated", "seed_spread", "sched_ext_capable",
+           "ASSUMED_RANGES", "param_table", "wakeups_per_cpu_s"]
 
 SEED_BEFORE_S = _published.idle_b200()["before"]["mean"]  # make -j, DGX B200, flat idle mask
 SEED_AFTER_S = _published.idle_b200()["after"]["mean"]    # ... with per-node idle masks
@@ -87,6 +113,10 @@ MAX_COST_NS = 1e6                 # one transfer / word / lookup; remote_factor 
 # zero-length phases, never end): refused with the knobs to turn. The
 # defaults on the DGX B200 make about 43 000; 5e6 on 4 CPUs take about a minute.
 MAX_WAKEUPS = 5e6
+# A line busy this fraction of the window (or more) is saturated: its queue
+# grows for as long as the run lasts, so the run's overhead says how long the
+# run was, not what the machine does.
+SATURATED_BUSY = 0.95
 
 
 class SimParamError(ParameterError):
@@ -106,6 +136,7 @@ class SimParams:
                       the quantity the result depends on most
       waker_local:    probability that a wakeup is issued from a CPU of the
                       sleeping task's node (else from any CPU)
+      sync_frac:      probability that a wakeup carries ``SCX_WAKE_SYNC``
     Time:
       duration_ms:    simulated time measured (ms)
       warmup_ms:      simulated time before measuring (ms)
@@ -114,6 +145,10 @@ class SimParams:
       pick_flags:     flags passed to ``scx_select_cpu_dfl()``
                       (``SCX_PICK_IDLE_CORE`` / ``SCX_PICK_IDLE_IN_NODE``)
       node_order:     "walk" (kernel, O(N^2) lookups) or "cached"
+      mask_layout:    "own-line" or "shared-line" (a pair's cpu and smt masks
+                      in one line, see ``numalab.kernel.sched.ext_idle``)
+      guard_exit:     read-guard the idle-exit writes (the alternative to
+                      per-node masks, not the kernel)
     Cost (see :class:`~numalab.kernel.sched.ext_idle.CostModel`):
       local_ns:       one cache-line transfer inside a node (ns)
       remote_factor:  remote transfer = local_ns * distance/10 * remote_factor
@@ -129,11 +164,14 @@ class SimParams:
     tasks_per_cpu: float = 1.0
     run_mean_us: float = 49.0
     waker_local: float = 1.0
+    sync_frac: float = 0.0
     duration_ms: float = 10.0
     warmup_ms: float = 1.0
     per_node: bool = False
     pick_flags: int = 0
     node_order: str = "walk"
+    mask_layout: str = "own-line"
+    guard_exit: bool = False
     local_ns: float = 50.0
     remote_factor: float = 1.0
     word_ns: float = 0.5
@@ -153,9 +191,10 @@ class SimParams:
                error=err)
         number("run_mean_us", self.run_mean_us, *RUN_US_RANGE, error=err)
         number("waker_local", self.waker_local, 0, 1, error=err)
+        number("sync_frac", self.sync_frac, 0, 1, error=err)
         number("duration_ms", self.duration_ms, 0, MAX_MS, lo_open=True, error=err)
         number("warmup_ms", self.warmup_ms, 0, MAX_MS, error=err)
-        for name in ("per_node", "serialize"):
+        for name in ("per_node", "serialize", "guard_exit"):
             if not isinstance(getattr(self, name), bool):
                 raise SimParamError(f"{name} must be True or False, not {getattr(self, name)!r}")
         flags = integer("pick_flags", self.pick_flags, 0, error=err)
@@ -163,6 +202,7 @@ class SimParams:
             raise SimParamError(f"pick_flags {flags:#x} has bits other than SCX_PICK_IDLE_CORE "
                                 f"and SCX_PICK_IDLE_IN_NODE")
         one_of("node_order", self.node_order, ("walk", "cached"), error=err)
+        one_of("mask_layout", self.mask_layout, LAYOUTS, error=err)
         for name in ("local_ns", "remote_factor", "word_ns", "lookup_ns"):
             number(name, getattr(self, name), 0, MAX_COST_NS, error=err)
         number("build_before_s", self.build_before_s, 0, lo_open=True, error=err)
@@ -217,6 +257,14 @@ class SimResult:
     woken_on_idle: int = 0
     cross_node_writes_spill: int = 0
     line_busy: dict[str, float] = field(default_factory=dict)
+    sync_wakeups: int = 0
+    sync_waker_picks: int = 0
+
+    @property
+    def saturated(self) -> bool:
+        """The busiest line was busy at least :data:`SATURATED_BUSY` of the
+        window, or the overhead exceeded the useful work."""
+        return is_saturated(self.max_line_busy, self.overhead_fraction)
 
     @property
     def max_line_busy(self) -> float:
@@ -255,6 +303,8 @@ class SimResult:
             "cross_node_writes": t.cross_node_writes / d,
             "write_remote": t.write_remote / d,
             "read_remote": t.read_remote / d,
+            "walks": t.walks / d,
+            "remote_copy_invalidations": t.remote_copy_invalidations / d,
             "overhead_ns": self.overhead_ns / d,
             "wait_ns": t.wait_ns / d,
         }
@@ -280,8 +330,39 @@ class SimResult:
             "overhead_fraction": self.overhead_fraction, "utilisation": self.utilisation,
             "wakeup_delay_ns": self.wakeup_delay_ns,
             "line_busy": dict(self.line_busy), "max_line_busy": self.max_line_busy,
+            "saturated": self.saturated, "throughput": self.throughput,
+            "sync_wakeups": self.sync_wakeups, "sync_waker_picks": self.sync_waker_picks,
+            "remote_copy_invalidations": t.remote_copy_invalidations,
             "per_decision": self.per_decision(),
         }
+
+
+def is_saturated(busy: float, overhead_fraction: float) -> bool:
+    """A run is saturated when its busiest idle-mask line is busy at least
+    :data:`SATURATED_BUSY` of the window or its overhead exceeds its useful
+    work (``overhead_fraction`` > 1): a queue with no steady state.
+
+    >>> is_saturated(0.5, 0.02), is_saturated(0.97, 0.3), is_saturated(0.6, 1.4)
+    (False, True, True)
+    """
+    return busy >= SATURATED_BUSY or overhead_fraction > 1.0
+
+
+def sched_ext_capable(topo: Topology) -> tuple[bool, str]:
+    """Whether a machine can run sched_ext at all, and why not.
+
+    sched_ext arrived in Linux 6.12; IA-64 support left the kernel in 6.7,
+    so an IA-64 machine never ran a kernel with sched_ext.
+
+    >>> from numalab.topology.synthetic import from_synthetic
+    >>> sched_ext_capable(from_synthetic("numa:2 core:2").replace(arch="ia64"))
+    (False, 'IA-64 left Linux in 6.7, before sched_ext (6.12)')
+    >>> sched_ext_capable(from_synthetic("numa:2 core:2"))[0]
+    True
+    """
+    if topo.arch == "ia64":
+        return False, "IA-64 left Linux in 6.7, before sched_ext (6.12)"
+    return True, ""
 
 
 # --------------------------------------------------------------------------
@@ -289,22 +370,30 @@ class SimResult:
 # --------------------------------------------------------------------------
 
 def machine(nodes: int = 2, cores_per_node: int = 8, smt: int = 2, remote: int = 21,
-            distances: list[list[int]] | None = None, name: str | None = None) -> Topology:
-    """A two-level machine: ``nodes`` nodes (one package and one LLC each),
-    ``cores_per_node`` cores of ``smt`` threads, x86 numbering (first threads
-    of all cores, then the second threads). ``remote`` is the SLIT distance
-    between any two nodes unless ``distances`` is given.
+            distances: list[list[int]] | None = None, name: str | None = None,
+            llcs_per_node: int = 1) -> Topology:
+    """A two-level machine: ``nodes`` nodes (one package each, ``llcs_per_node``
+    LLCs per node), ``cores_per_node`` cores of ``smt`` threads, x86
+    numbering (first threads of all cores, then the second threads).
+    ``remote`` is the SLIT distance between any two nodes unless
+    ``distances`` is given.
 
     >>> t = machine(2, 4, 2)
     >>> t.counts()["pu"], t.cpu_to_node(4), t.cpu_to_node(8)
     (16, 1, 0)
+    >>> bin(machine(1, 4, 1, llcs_per_node=2).cpus[0].llc_cpus)
+    '0b11'
     """
     from ..topology.synthetic import from_synthetic
     if distances is None:
         distances = [[10 if i == j else remote for j in range(nodes)] for i in range(nodes)]
-    text = f"pack:{nodes} numa:1 l3:1 core:{cores_per_node} pu:{smt}"
+    if cores_per_node % llcs_per_node:
+        raise SimParamError(f"{cores_per_node} cores do not split into {llcs_per_node} LLCs")
+    text = (f"pack:{nodes} numa:1 l3:{llcs_per_node} core:{cores_per_node // llcs_per_node} "
+            f"pu:{smt}")
+    llc = f" x {llcs_per_node} LLCs" if llcs_per_node > 1 else ""
     return from_synthetic(text, distances=distances, numbering="smt-apart",
-                          name=name or f"{nodes}n x {cores_per_node}c x {smt}t")
+                          name=name or f"{nodes}n x {cores_per_node}c x {smt}t{llc}")
 
 
 def _described(stem: str) -> Topology | None:
@@ -414,28 +503,33 @@ class _Stream:
         self.i = block
         self.run = self.sleep = self.u = None
 
-    def next(self) -> tuple[float, float, float, float]:
+    def next(self) -> tuple[float, float, float, float, float]:
         if self.i >= self.block:
             r = self.rng
             self.run = r.exponential(self.run_mean, self.block).tolist()
             self.sleep = (r.exponential(self.sleep_mean, self.block).tolist()
                           if self.sleep_mean > 0 else [0.0] * self.block)
-            self.u = r.random((self.block, 2)).tolist()
+            self.u = r.random((self.block, 3)).tolist()
             self.i = 0
         i = self.i
         self.i += 1
         u = self.u[i]
-        return self.run[i], self.sleep[i], u[0], u[1]
+        return self.run[i], self.sleep[i], u[0], u[1], u[2]
 
 
 def wakeups_bound(p: SimParams, ntasks: int) -> float:
     """About how many wakeups a run makes at most (warm-up included): each
     task wakes once per mean run + sleep period (``run_mean_us / load``) on
-    average, less often when it has to queue for a CPU.
+    average, less often when it has to queue for a CPU; at ``load`` 1 tasks
+    never sleep and only their first wakeups happen.
 
+    >>> round(wakeups_bound(SimParams(), 224)), wakeups_bound(SimParams(load=1.0), 224)
+    (42743, 224.0)
     >>> round(wakeups_bound(SimParams(), 224))
     42743
     """
+    if p.load >= 1.0:
+        return float(ntasks)        # tasks never sleep: only their first wakeups
     period_ns = p.run_mean_us * 1000.0 / p.load
     return ntasks * (p.warmup_ms + p.duration_ms) * 1e6 / period_ns
 
@@ -462,7 +556,7 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
             for j, x in enumerate(row):
                 number(f"latency_ns[{i}][{j}]", x, 0, MAX_COST_NS, error=SimParamError)
     m = IdleMasks(topo, per_node=p.per_node, cost=p.cost_model(latency_ns),
-                  node_order=p.node_order)
+                  node_order=p.node_order, layout=p.mask_layout, guard_exit=p.guard_exit)
     online = [c for c in sorted(topo.cpus) if m.online >> c & 1]
     if not online:
         raise SimParamError(f"{topo.name}: no online CPU to simulate")
@@ -497,11 +591,19 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
         seqno += 1
     heapq.heapify(events)
     cpu_task = {c: -1 for c in online}
-    fifo: deque[int] = deque()
+    fifo: deque[int] = deque()                      # scx_simple's shared DSQ
+    local_q: dict[int, deque[int]] = {c: deque() for c in online}   # local DSQs
     measuring = False
-    WAKE = 0
+    WAKE, END = 0, 1
     waker_local = p.waker_local
     pick_flags = p.pick_flags
+    sync_frac = p.sync_frac
+
+    def start_run(cpu: int, task: int, at: float, run: float) -> None:
+        nonlocal seqno
+        cpu_task[cpu] = task
+        heapq.heappush(events, (at + run, seqno, END, cpu))
+        seqno += 1
 
     while events:
         t, _, kind, arg = heapq.heappop(events)
@@ -515,23 +617,33 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
                     ln.busy_ns = 0.0
         if kind == WAKE:
             task = arg
-            run, task_sleep[task], u_local, u_cpu = streams[task].next()
+            run, task_sleep[task], u_local, u_cpu, u_sync = streams[task].next()
             prev = task_prev[task]
             pool = node_cpus[cpu_node[prev]] if u_local < waker_local else online
             waker = pool[int(u_cpu * len(pool))]
+            sync = u_sync < sync_frac
             m.this_cpu, m.now, m.floor, m.stats = waker, t, t, sel_stats
             walks0, xw0 = sel_stats.walks, sel_stats.cross_node_writes
-            cpu = scx_select_cpu_dfl(m, prev, 0, None, pick_flags)
+            sp0 = sel_stats.sync_waker_picks
+            cpu = scx_select_cpu_dfl(m, prev, SCX_WAKE_SYNC if sync else 0, None, pick_flags)
+            to_waker = sel_stats.sync_waker_picks > sp0
             if measuring:
                 res.decisions += 1
+                res.sync_wakeups += sync
+                res.sync_waker_picks += to_waker
                 if sel_stats.walks > walks0:
                     res.cross_node_writes_spill += sel_stats.cross_node_writes - xw0
-            if cpu < 0:
-                # scx_simple: no idle CPU, the task waits in the shared DSQ
+            if cpu < 0 or (to_waker and cpu_task[cpu] >= 0):
+                # no idle CPU: the task waits in the shared DSQ (scx_simple);
+                # the waker's CPU (sync, busy): in that CPU's local DSQ
                 if measuring:
-                    res.failed_picks += 1
+                    res.failed_picks += cpu < 0
                     res.overhead_ns += m.now - t
-                fifo.append(task)
+                if cpu < 0:
+                    fifo.append(task)
+                else:
+                    local_q[cpu].append(task)
+                    m.local_dsq_nr[cpu] += 1
                 queued_run[task] = run
                 continue
             if measuring and cpu_node[cpu] != cpu_node[prev]:
@@ -545,24 +657,32 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
                 res.wakeup_delay_total_ns += start - t
                 res.woken_on_idle += 1
                 res.work_ns += run
-            cpu_task[cpu] = task
-            heapq.heappush(events, (start + run, seqno, 1, cpu))
-            seqno += 1
+            start_run(cpu, task, start, run)
         else:
             cpu = arg
             task = cpu_task[cpu]
             task_prev[task] = cpu
-            heapq.heappush(events, (t + task_sleep[task], seqno, WAKE, task))
-            seqno += 1
-            if fifo:
-                # the CPU consumes the shared DSQ and stays busy: no idle transition
-                nxt = fifo.popleft()
-                run = queued_run.pop(nxt)
-                cpu_task[cpu] = nxt
-                heapq.heappush(events, (t + run, seqno, 1, cpu))
-                seqno += 1
+            if task_sleep[task] <= 0.0:
+                # load 1.0: the task does not sleep, it runs on
+                run, task_sleep[task], *_ = streams[task].next()
                 if measuring:
                     res.work_ns += run
+                start_run(cpu, task, t, run)
+                continue
+            heapq.heappush(events, (t + task_sleep[task], seqno, WAKE, task))
+            seqno += 1
+            if local_q[cpu] or fifo:
+                # the CPU consumes its local DSQ, then the shared DSQ, and
+                # stays busy: no idle transition
+                if local_q[cpu]:
+                    nxt = local_q[cpu].popleft()
+                    m.local_dsq_nr[cpu] -= 1
+                else:
+                    nxt = fifo.popleft()
+                run = queued_run.pop(nxt)
+                if measuring:
+                    res.work_ns += run
+                start_run(cpu, nxt, t, run)
                 continue
             cpu_task[cpu] = -1
             m.this_cpu, m.now, m.floor, m.stats = cpu, t, t, upd_stats
@@ -583,54 +703,96 @@ def compare(topo: Topology, params: SimParams | None = None, seed: int = 0,
     predicted elapsed times.
 
     Output keys: ``flat``, ``per_node`` (SimResult), ``f_flat``, ``f_node``
-    (overhead fractions), ``ratio`` = (1+f_node)/(1+f_flat), ``before_s`` /
-    ``after_s`` (``build_before_s`` and the per-node prediction),
-    ``gain_pct`` = 100 * (1 - ratio).
+    (overhead fractions), ``ratio`` = (1+f_node)/(1+f_flat), ``gain_pct`` =
+    100 * (1 - ratio) (every overhead ns charged), ``gain_thr_pct`` = 100 *
+    (1 - throughput_flat / throughput_node) (the build-time gain: work over
+    throughput), ``before_s`` / ``after_s`` (``build_before_s`` and the
+    per-node prediction by throughput), ``busy_flat`` / ``busy_node``
+    (busiest line), ``saturated`` (either mode saturated: both gains are then
+    nan, see :func:`is_saturated`), ``capable`` / ``why_not``
+    (:func:`sched_ext_capable`).
+
+    >>> c = compare(machine(2, 2, 2), duration_ms=0.3, warmup_ms=0.1)
+    >>> sorted(k for k in c if k.startswith("gain")), c["saturated"]
+    (['gain_pct', 'gain_thr_pct'], False)
     """
     p = replace(params or SimParams(), **overrides)
     flat = simulate(topo, replace(p, per_node=False), seed, latency_ns)
     node = simulate(topo, replace(p, per_node=True), seed, latency_ns)
     ratio = (1 + node.overhead_fraction) / (1 + flat.overhead_fraction)
+    saturated = flat.saturated or node.saturated
+    thr = (flat.throughput / node.throughput) if node.throughput else float("nan")
+    capable, why = sched_ext_capable(topo)
+    nan = float("nan")
     return {
         "machine": topo.name, "flat": flat, "per_node": node,
         "f_flat": flat.overhead_fraction, "f_node": node.overhead_fraction,
-        "ratio": ratio, "before_s": p.build_before_s, "after_s": p.build_before_s * ratio,
-        "gain_pct": 100.0 * (1 - ratio),
+        "ratio": ratio, "before_s": p.build_before_s,
+        "after_s": nan if saturated else p.build_before_s * thr,
+        "gain_pct": nan if saturated else 100.0 * (1 - ratio),
+        "gain_thr_pct": nan if saturated else 100.0 * (1 - thr),
         "busy_flat": flat.max_line_busy, "busy_node": node.max_line_busy,
+        "saturated": saturated, "saturated_flat": flat.saturated,
+        "saturated_node": node.saturated, "capable": capable, "why_not": why,
     }
 
 
+def seed_spread(topo: Topology, params: SimParams | None = None, seeds=range(5),
+                latency_ns: list[list[float]] | None = None):
+    """:func:`compare` over ``seeds`` (at least 5): a pandas DataFrame with
+    one row per seed (seed, gain_thr_pct, gain_pct, busy_flat, saturated).
+    Saturated seeds carry nan gains."""
+    import pandas as pd
+    seeds = list(seeds)
+    if len(seeds) < 5:
+        raise SimParamError(f"a seed spread needs at least 5 seeds, not {len(seeds)}")
+    rows = []
+    for sd in seeds:
+        c = compare(topo, params, sd, latency_ns)
+        rows.append({"seed": sd, "gain_thr_pct": c["gain_thr_pct"], "gain_pct": c["gain_pct"],
+                     "busy_flat": c["busy_flat"], "saturated": c["saturated"]})
+    return pd.DataFrame(rows)
+
+
 def sensitivity(machines: dict[str, Topology] | None = None, params: SimParams | None = None,
-                sweep: dict[str, list] | None = None, seed: int = 0):
+                sweep: dict[str, list] | None = None, seed: int = 0,
+                latency: dict[str, list[list[float]]] | None = None):
     """One-at-a-time sensitivity of the flat -> per-node gain.
 
     For each machine and each (parameter, value) of ``sweep`` (default: a
     small grid around the defaults for ``run_mean_us``, ``load``,
-    ``local_ns``, ``remote_factor`` and ``serialize``), run :func:`compare`
-    with that one parameter changed. Returns a pandas DataFrame with columns
+    ``local_ns``, ``remote_factor``, ``serialize``, ``sync_frac``,
+    ``waker_local`` and ``mask_layout``), run :func:`compare` with that one
+    parameter changed. ``latency`` optionally gives a machine's own latency
+    matrix (by machine label). Returns a pandas DataFrame with columns
     machine, param, value, f_flat, f_node, busy_flat, busy_node (busiest
-    line's utilisation), gain_pct, before_s, after_s.
+    line's utilisation), saturated, gain_thr_pct, gain_pct, before_s, after_s.
     """
     import pandas as pd
     p = params or SimParams()
     machines = machines or {"DGX B200": dgx_b200(), "DGX-1": dgx1()}
+    latency = latency or {}
     sweep = sweep or {
         "run_mean_us": [20.0, 40.0, 80.0],
         "load": [0.6, 0.85, 0.95],
         "local_ns": [30.0, 50.0, 70.0],
         "remote_factor": [0.75, 1.0, 1.5],
         "serialize": [False, True],
+        "sync_frac": [0.0, 0.5, 1.0],
+        "waker_local": [0.5, 1.0],
+        "mask_layout": list(LAYOUTS),
     }
     rows = []
     for label, topo in machines.items():
         for name, values in sweep.items():
             for v in values:
-                c = compare(topo, replace(p, **{name: v}), seed)
+                c = compare(topo, replace(p, **{name: v}), seed, latency.get(label))
                 rows.append({"machine": label, "param": name, "value": v,
                              "f_flat": c["f_flat"], "f_node": c["f_node"],
                              "busy_flat": c["busy_flat"], "busy_node": c["busy_node"],
-                             "gain_pct": c["gain_pct"], "before_s": c["before_s"],
-                             "after_s": c["after_s"]})
+                             "saturated": c["saturated"],
+                             "gain_thr_pct": c["gain_thr_pct"], "gain_pct": c["gain_pct"],
+                             "before_s": c["before_s"], "after_s": c["after_s"]})
     return pd.DataFrame(rows)
 
 
@@ -651,3 +813,72 @@ def node_walk_table(topo: Topology, max_nodes_visited: int | None = None):
                      "walk_lookups": numadist_walk_lookups(n, max_nodes_visited),
                      "cached_lookups": 0, "cached_entries": len(order)})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------
+# What each input is: its role and plausible range
+# --------------------------------------------------------------------------
+
+#: The model's assumed inputs: (low, high, why). A sensitivity table spans
+#: each range; none of these is measured on the machines the chapter models.
+ASSUMED_RANGES: dict[str, tuple[Any, Any, str]] = {
+    "load": (0.6, 0.95, "fraction of time a build job runs; measured where a dump has the "
+                        "build measurement"),
+    "tasks_per_cpu": (1.0, 2.0, "make -j$(nproc) starts one job per CPU; more with nested makes"),
+    "waker_local": (0.5, 1.0, "how often the waker runs on the wakee's node (make and the "
+                              "compiler wake each other through pipes)"),
+    "sync_frac": (0.0, 1.0, "share of wakeups flagged WF_SYNC; pipe wakeups are sync"),
+    "local_ns": (30.0, 70.0, "one-way same-node line transfer; no measurement on the "
+                             "modelled machines"),
+    "remote_factor": (0.75, 1.5, "remote transfer relative to local * SLIT/10"),
+    "word_ns": (0.25, 1.0, "reading one cached word"),
+    "lookup_ns": (0.5, 2.0, "one node_distance() lookup (a table read)"),
+    "mask_layout": ("own-line", "shared-line", "where kmalloc puts the two masks of a pair"),
+    "serialize": (False, True, "whether transfers of one line queue"),
+}
+
+
+def param_table(p: SimParams, fitted: dict[str, str] | None = None,
+                measured: dict[str, str] | None = None):
+    """The model's inputs with their role: ``fitted`` (name -> what it was
+    fitted to), ``measured`` (name -> where), ``published`` for
+    ``build_before_s``, ``assumed`` (with :data:`ASSUMED_RANGES`) for the
+    rest; run settings (duration, seed-independent switches) are
+    ``setting``-free rows left out. Returns a pandas DataFrame with columns
+    parameter, value, role, range, source.
+
+    >>> t = param_table(SimParams(), fitted={"run_mean_us": "the B200 gain"})
+    >>> t.set_index("parameter").loc[["run_mean_us", "build_before_s", "local_ns"], "role"].tolist()
+    ['fitted', 'published', 'assumed']
+    """
+    import pandas as pd
+    fitted, measured = fitted or {}, measured or {}
+    rows = []
+    for name, value in asdict(p).items():
+        if name in ("duration_ms", "warmup_ms", "per_node", "pick_flags", "node_order",
+                    "guard_exit"):
+            continue
+        rng, src = None, ""
+        if name in measured:
+            role, src = "measured", measured[name]
+        elif name in fitted:
+            role, src = "fitted", f"fitted to {fitted[name]}"
+        elif name == "build_before_s":
+            role, src = "published", "the cover letter's flat-mask build time"
+        else:
+            role = "assumed"
+            lo, hi, src = ASSUMED_RANGES.get(name, (None, None, ""))
+            rng = None if lo is None else f"{lo} to {hi}"
+        rows.append({"parameter": name, "value": value, "role": role, "range": rng,
+                     "source": src})
+    return pd.DataFrame(rows, columns=["parameter", "value", "role", "range", "source"])
+
+
+def wakeups_per_cpu_s(run_mean_us: float, load: float) -> float:
+    """Idle transitions (wakeups) per CPU per second when every CPU runs one
+    task of mean run ``run_mean_us`` at ``load``: ``1e6 * load / run_mean_us``.
+
+    >>> round(wakeups_per_cpu_s(49.0, 0.85))
+    17347
+    """
+    return 1e6 * load / run_mean_us

@@ -27,9 +27,12 @@ What the port keeps, with the kernel's names and order:
 Both modes: one global pair of masks (``NUMA_NO_NODE``) or one pair per node
 (``SCX_OPS_BUILTIN_IDLE_PER_NODE``).
 
-Simplified, and said so: the ``SCX_WAKE_SYNC`` (wake-affine) branch of
-``scx_select_cpu_dfl()`` is not ported (``wake_flags`` is accepted and
-ignored); per-task affinity is an optional ``cpus_allowed`` mask (default:
+The ``SCX_WAKE_SYNC`` (wake-affine) branch of ``scx_select_cpu_dfl()`` is
+ported in the kernel's place (before the SMT steps): ``prev_cpu`` when it
+shares the waker's LLC and can be claimed, else the waker's own CPU -- a CPU
+that is *not* claimed, so no idle-mask write -- when the waker's local DSQ is
+empty (``IdleMasks.local_dsq_nr``, kept by the caller) and the waker's idle
+mask is not empty. Simplified, and said so: per-task affinity is an optional ``cpus_allowed`` mask (default:
 every possible CPU, i.e. ``task_affinity_all()``); ``sd_llc`` is the
 topology's ``llc_cpus`` and the ``sd_numa`` group is the CPU's node;
 ``ops.update_idle()`` is never called (the built-in tracking is always on);
@@ -46,6 +49,26 @@ each write can be classified: a hit, a transfer from a CPU of the same node,
 or a transfer from another node -- and timed (see :class:`CostModel`).
 Read-mostly masks (``cpus_allowed``, LLC and node spans, SMT siblings) are
 never written, stay in every cache and are not counted.
+
+Layout (``IdleMasks(layout=...)``): with ``CONFIG_CPUMASK_OFFSTACK`` (forced
+by ``MAXSMP``, as in distribution kernels) each ``cpumask_var_t`` is a
+separate ``kmalloc`` of ``cpumask_size()`` bytes (``nr_cpu_ids`` rounded up
+to longs: 32 bytes at 224 CPUs, the ``kmalloc-32`` cache), so the ``cpu``
+and ``smt`` masks of one pair *may* sit in the same 64-byte line -- when the
+allocator hands out two neighbouring objects -- or not (randomised slab
+freelists make it a matter of luck). ``"own-line"`` gives each mask its own
+line(s); ``"shared-line"`` puts both masks of a pair in the same line(s)
+when two of them fit in one (``nr_cpu_ids`` <= 256).
+
+Not the kernel, and said so: ``IdleMasks(guard_exit=True)`` read-guards the
+two writes :func:`update_builtin_idle` makes when a CPU leaves idle (the
+``assign_cpu()`` clear and the ``cpumask_andnot()`` of the core), the way
+:func:`scx_idle_test_and_clear_cpu` already guards its ``smt`` writes: a
+bit that a waker has already cleared is not stored again. It is the
+alternative a reviewer can ask about; the assumption it rests on is that
+only a CPU itself sets its own ``cpu`` bit (so a clear bit read on the way
+out of idle stays clear), and that the ``smt`` mask tolerates the same
+benign race the kernel comment already accepts for it.
 """
 
 from __future__ import annotations
@@ -61,7 +84,7 @@ from .topology import for_each_node_numadist as _shared_numadist
 
 __all__ = [
     "NUMA_NO_NODE", "EBUSY", "SCX_PICK_IDLE_CORE", "SCX_PICK_IDLE_IN_NODE",
-    "SCX_OPS_BUILTIN_IDLE_PER_NODE", "SCX_WAKE_SYNC", "WORD_BITS", "LINE_BITS",
+    "SCX_OPS_BUILTIN_IDLE_PER_NODE", "SCX_WAKE_SYNC", "WORD_BITS", "LINE_BITS", "LAYOUTS",
     "CostModel", "Stats", "IdleCpumask", "ScxIdleCpus", "IdleMasks",
     "idle_cpumask", "scx_cpu_node_if_enabled", "scx_idle_test_and_clear_cpu",
     "pick_idle_cpu_in_node", "pick_idle_cpu_from_online_nodes", "scx_pick_idle_cpu",
@@ -76,8 +99,9 @@ EBUSY = 16                                  # returned negated, as the kernel do
 SCX_PICK_IDLE_CORE = 1 << 0                 # enum scx_pick_idle_cpu_flags
 SCX_PICK_IDLE_IN_NODE = 1 << 1
 SCX_OPS_BUILTIN_IDLE_PER_NODE = 1 << 6      # enum scx_ops_flags
-SCX_WAKE_SYNC = 0x10                        # WF_SYNC; accepted, not ported
+SCX_WAKE_SYNC = 0x10                        # WF_SYNC (enum scx_wake_flags)
 WORD_BITS = 64                              # BITS_PER_LONG on 64-bit
+LAYOUTS = ("own-line", "shared-line")       # where a pair's cpu and smt masks sit
 LINE_BITS = 512                             # 64-byte cache line
 _M64 = (1 << WORD_BITS) - 1
 
@@ -108,7 +132,7 @@ class CostModel:
                     latencies (ns) that replaces the distance formula
     """
 
-    local_ns: float = 40.0
+    local_ns: float = 50.0
     remote_factor: float = 1.0
     word_ns: float = 0.5
     lookup_ns: float = 1.0
@@ -133,7 +157,14 @@ class Stats:
     word_ns:           time spent reading words (``word_ns`` each) and
                        looking up distances (``lookup_ns`` each)
     dist_lookups:      ``node_distance()`` lookups of the node walk
-    walks:             searches that left the starting node
+    walks:             searches that left the starting node (counted only
+                       when there is another online node to visit)
+    remote_copy_invalidations: writes whose line was last written on the
+                       writer's own node but still had a copy on another
+                       node (left by a remote reader, e.g. a walker): the
+                       local writer pays a remote invalidation
+    sync_waker_picks:  ``SCX_WAKE_SYNC`` decisions that returned the waker's
+                       own CPU without claiming an idle CPU (no write)
     """
 
     words_read: int = 0
@@ -151,6 +182,8 @@ class Stats:
     word_ns: float = 0.0
     dist_lookups: int = 0
     walks: int = 0
+    remote_copy_invalidations: int = 0
+    sync_waker_picks: int = 0
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -221,11 +254,13 @@ class IdleCpumask:
 
     __slots__ = ("bits", "owner", "lines", "name")
 
-    def __init__(self, owner: "IdleMasks", home: int, name: str):
+    def __init__(self, owner: "IdleMasks", home: int, name: str,
+                 lines: "list[_Line] | None" = None):
         self.bits = 0
         self.owner = owner
         self.name = name
-        self.lines = [_Line(home) for _ in range(owner.nlines)]
+        # ``lines``: share another mask's lines (layout "shared-line")
+        self.lines = lines if lines is not None else [_Line(home) for _ in range(owner.nlines)]
 
     # reading ---------------------------------------------------------------
     def _read_words(self, first_word: int, last_word: int) -> None:
@@ -360,7 +395,14 @@ class IdleMasks:
     ``SCX_OPS_BUILTIN_IDLE_PER_NODE``; ``cost`` the :class:`CostModel`;
     ``node_order``: ``"walk"`` (the kernel's ``for_each_node_numadist()``,
     O(N^2) distance lookups per walk) or ``"cached"`` (a per-node visiting
-    order computed once, the optimisation the kernel comment suggests).
+    order computed once, the optimisation the kernel comment suggests);
+    ``layout``: ``"own-line"`` or ``"shared-line"`` (see the module
+    docstring); ``guard_exit``: the read-guarded idle exit (not the kernel).
+
+    ``smt_mask`` holds each CPU's *online* siblings (``cpu_smt_mask()``), and
+    ``smt_active`` is ``sched_smt_active()``: some online CPU has an online
+    sibling. ``local_dsq_nr[cpu]`` is the length of that CPU's local DSQ,
+    which only the ``SCX_WAKE_SYNC`` branch reads; the caller keeps it.
 
     The caller sets ``now`` (ns) and ``this_cpu`` (the CPU running the code)
     before each call; accesses advance ``now`` by their modelled cost. A
@@ -375,9 +417,14 @@ class IdleMasks:
     """
 
     def __init__(self, topo: Topology, per_node: bool = False,
-                 cost: CostModel | None = None, node_order: str = "walk"):
+                 cost: CostModel | None = None, node_order: str = "walk",
+                 layout: str = "own-line", guard_exit: bool = False):
         if node_order not in ("walk", "cached"):
             raise IdleError(f"node_order {node_order!r} is not 'walk' or 'cached'")
+        if layout not in LAYOUTS:
+            raise IdleError(f"layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+        self.layout = layout
+        self.guard_exit = bool(guard_exit)
         self.topo = topo
         self.per_node = bool(per_node)
         self.cost = cost or CostModel()
@@ -395,7 +442,9 @@ class IdleMasks:
         self.llc_mask = [0] * self.nr_cpu_ids
         for c, info in topo.cpus.items():
             self.cpu_node[c] = info.node if info.node >= 0 else 0
-            self.smt_mask[c] = info.thread_siblings or (1 << c)
+            # cpu_smt_mask(): the online siblings (an offline CPU is not even
+            # its own sibling; keep it alone so loops over it terminate)
+            self.smt_mask[c] = (info.thread_siblings & self.online) or (1 << c)
             self.llc_mask[c] = info.llc_cpus
         self.node_mask = {n: 0 for n in self.node_ids or [0]}
         for c in _cpus(self.online):
@@ -407,8 +456,10 @@ class IdleMasks:
         self.possible_nodemask = sum(1 << n for n in self.node_mask)
         self._dist = {(a, b): topo.distance(a, b) if topo.nodes else (10 if a == b else 20)
                       for a in self.node_mask for b in self.node_mask}
+        # sched_smt_active(): some online CPU has another online sibling
         self.smt_active = any(m & (m - 1) for c, m in enumerate(self.smt_mask)
                               if self.online >> c & 1)
+        self.local_dsq_nr = [0] * self.nr_cpu_ids
         self._lat = self._latency_table()
         self.now = 0.0
         self.floor = 0.0        # no future call starts before this time (ns)
@@ -416,14 +467,22 @@ class IdleMasks:
         self.stats = Stats()
         self.distribute_prev = [0] * self.nr_cpu_ids   # distribute_cpu_mask_prev
         # Allocations: the global pair on node 0 (boot), one pair per node.
-        self.global_masks = ScxIdleCpus(IdleCpumask(self, 0, "global.cpu"),
-                                        IdleCpumask(self, 0, "global.smt"))
-        self.node_masks = {n: ScxIdleCpus(IdleCpumask(self, n, f"node{n}.cpu"),
-                                          IdleCpumask(self, n, f"node{n}.smt"))
-                           for n in self.node_mask}
+        self.global_masks = self._pair(0, "global")
+        self.node_masks = {n: self._pair(n, f"node{n}") for n in self.node_mask}
         self._order_cache = {n: node_visit_order(self, n) for n in self.node_mask}
         scx_idle_update_selcpu_topology(self)
         reset_idle_masks(self)
+
+    @property
+    def shares_line(self) -> bool:
+        """True when a pair's ``cpu`` and ``smt`` masks sit in the same
+        line(s): layout ``"shared-line"`` and two masks fit in one line."""
+        return self.layout == "shared-line" and 2 * self.nwords * WORD_BITS <= LINE_BITS
+
+    def _pair(self, home: int, name: str) -> ScxIdleCpus:
+        cpu = IdleCpumask(self, home, f"{name}.cpu")
+        smt = IdleCpumask(self, home, f"{name}.smt", lines=cpu.lines if self.shares_line else None)
+        return ScxIdleCpus(cpu, smt)
 
     # -- cost model ------------------------------------------------------------
     def _latency_table(self) -> dict[tuple[int, int], float]:
@@ -456,6 +515,9 @@ class IdleMasks:
             if line.writer >= 0 and src != n:
                 st.cross_node_writes += 1
             others = line.sharers & ~bit
+            if (src == n and line.writer >= 0
+                    and others & ~self.node_mask.get(n, 0)):
+                st.remote_copy_invalidations += 1
             if line.sharers == bit or (line.writer == c and not others):
                 st.write_hits += 1
                 cost = 0.0
@@ -524,6 +586,8 @@ class IdleMasks:
     def lines(self) -> dict[str, list[_Line]]:
         """Every idle-mask cache line in use, by mask name."""
         sets = list(self.node_masks.values()) if self.per_node else [self.global_masks]
+        if self.shares_line:
+            return {s.cpu.name.replace(".cpu", ".cpu+smt"): s.cpu.lines for s in sets}
         return {m.name: m.lines for s in sets for m in (s.cpu, s.smt)}
 
 
@@ -648,8 +712,10 @@ def pick_idle_cpu_from_online_nodes(m: IdleMasks, cpus_allowed: int, node: int, 
     """Search every other online node, nearest first (``node`` itself has
     been searched already). The kernel walks with ``for_each_node_numadist``;
     ``m.node_order == "cached"`` uses a precomputed order instead."""
-    m.stats.walks += 1
     cpu = -EBUSY
+    if not m.online_nodemask & ~(1 << node):
+        return cpu                  # no other online node: nothing to walk
+    m.stats.walks += 1
     if m.node_order == "cached":
         order: Iterator[int] | list[int] = m._order_cache[node]
     else:
@@ -698,6 +764,9 @@ def scx_select_cpu_dfl(m: IdleMasks, prev_cpu: int, wake_flags: int = 0,
     """The built-in ``ops.select_cpu()`` policy; returns a claimed idle CPU
     or ``-EBUSY``. Steps, in the kernel's order:
 
+    with ``SCX_WAKE_SYNC`` first: ``prev_cpu`` if it shares the waker's LLC
+    and is idle (claimed), else the waker's CPU, *not* claimed, when its
+    local DSQ is empty and its node's idle mask is not;
     with SMT: 1. ``prev_cpu`` if its whole core is idle; 2. a whole idle core
     in ``prev_cpu``'s LLC; 3. ... in its node (flat masks, when LLC != node);
     4. ... anywhere (per-node: ``prev_cpu``'s node, then the others by
@@ -717,6 +786,21 @@ def scx_select_cpu_dfl(m: IdleMasks, prev_cpu: int, wake_flags: int = 0,
         numa_cpus = m.node_mask.get(m.cpu_node[prev_cpu], 0) & allowed
     if m.topo_llc:
         llc_cpus = m.llc_mask[prev_cpu] & allowed
+
+    if wake_flags & SCX_WAKE_SYNC:
+        # the waker's CPU is the one running this code
+        cpu = m.this_cpu
+        if (is_prev_allowed and m.llc_mask[cpu] >> prev_cpu & 1
+                and scx_idle_test_and_clear_cpu(m, prev_cpu)):
+            return prev_cpu
+        waker_node = scx_cpu_node_if_enabled(m, cpu)
+        # (current->flags & PF_EXITING is never set here)
+        if (m.local_dsq_nr[cpu] == 0
+                and (not flags & SCX_PICK_IDLE_IN_NODE or waker_node == node)
+                and not idle_cpumask(m, waker_node).cpu.empty()):
+            if allowed >> cpu & 1:
+                m.stats.sync_waker_picks += 1
+                return cpu
 
     if m.smt_active:
         if (is_prev_allowed and idle_cpumask(m, node).smt.test_cpu(prev_cpu)
@@ -760,13 +844,39 @@ def scx_select_cpu_dfl(m: IdleMasks, prev_cpu: int, wake_flags: int = 0,
 def update_builtin_idle(m: IdleMasks, cpu: int, idle: bool) -> None:
     """Set or clear ``cpu`` in its idle mask (its node's with per-node masks)
     and keep the idle-core mask in step: the core enters it only when all its
-    threads are idle, and leaves it as soon as one is busy."""
+    threads are idle, and leaves it as soon as one is busy. The kernel stores
+    unconditionally (``assign_cpu()``, ``cpumask_andnot()``), even when a
+    waker's claim already cleared the bits; ``m.guard_exit`` reads first on
+    the way out of idle (the alternative, not the kernel).
+
+    >>> from numalab.topology.synthetic import from_synthetic
+    >>> t = from_synthetic("numa:1 core:2 pu:2")
+    >>> for guard in (False, True):
+    ...     m = IdleMasks(t, guard_exit=guard)
+    ...     m.this_cpu = 2
+    ...     claimed = scx_idle_test_and_clear_cpu(m, 0)   # a waker on CPU 2 claims CPU 0
+    ...     m.this_cpu = 0
+    ...     before = m.stats.writes
+    ...     update_builtin_idle(m, 0, False)              # CPU 0 leaves idle
+    ...     print(guard, m.stats.writes - before)
+    False 2
+    True 0
+    """
     node = scx_cpu_node_if_enabled(m, cpu)
     idle_cpus = idle_cpumask(m, node).cpu
-    idle_cpus.assign_cpu(cpu, idle)
+    if m.guard_exit and not idle:
+        # the alternative, not the kernel: read first, store only a set bit
+        if idle_cpus.test_cpu(cpu):
+            idle_cpus.assign_cpu(cpu, False)
+    else:
+        idle_cpus.assign_cpu(cpu, idle)
     if m.smt_active:
         smt = m.smt_mask[cpu]
         idle_smts = idle_cpumask(m, node).smt
+        if m.guard_exit and not idle:
+            if idle_smts.intersects(smt):
+                idle_smts.andnot(smt)
+            return
         if idle:
             # racy in the kernel, self-correcting; sequential here
             if not idle_cpus.is_superset_of(smt):
