@@ -81,3 +81,24 @@ def test_shared_dumps_with_blk_mq_match():
     p = hwloc_dir() / "linux" / "2pa-pcidomain32bits.tar.bz2"
     b = compare_blk_mq(load(str(p)))
     assert list(b.disk) == ["vda"] and b["match"].all() and b["match_legacy"].all()
+
+
+def test_empty_mask_fails_alloc_descs_on_the_hybrid_dump():
+    """Rotate's empty group reaches alloc_descs() through
+    irq_create_affinity_masks() and fails the MSI-X allocation; mainline's
+    masks of the same call pass."""
+    from pathlib import Path
+
+    from numalab.models.blkmq import EINVAL, alloc_descs, msix_allocation
+    from numalab.topology import load
+    p = Path(__file__).resolve().parents[1] / "data" / "hwloc" / "linux" / \
+        "20em64t-hybrid-1p6c2t+2ca4co1t.tar.bz2"
+    if not p.exists():
+        import pytest
+        pytest.skip("hybrid dump not present")
+    t = load(str(p))
+    assert alloc_descs([(1, True), (0, True)]) == -EINVAL
+    fails = [v for v in range(2, 22) if msix_allocation(v + 1, t, 1, "rotate", 0)["errno"]]
+    assert fails and all(msix_allocation(v + 1, t, 1)["errno"] == 0 for v in range(2, 22))
+    r = msix_allocation(fails[0] + 1, t, 1, "rotate", 0)
+    assert r["empty"] and all(i >= 1 for i in r["empty"])      # never the admin vector

@@ -1,60 +1,71 @@
-"""The queueing model from IRQ imbalance to per-disk throughput."""
+"""The routing-based queueing model (numalab.models.irq_queueing)."""
 
 import pytest
 
-from numalab.models.irq_queueing import (SEED_MEASUREMENT, calibrate, cpu_units, degradation,
-                                         disk_throughput, job_cpus, job_speed, seed_comparison)
+from numalab.models.irq_queueing import (PLACEMENTS, SEED_MEASUREMENT, compare, degradation,
+                                         disk_iops, gap_grid, job_cpus, slowdown, unpinned_load)
+from numalab.models.irq_routing import effective_cpus
 from numalab.models.irq_sweep import device_groups
 from numalab.topology import load
 
 SEED = "numa:2 cluster:24 core:2 pu:1"
 
 
-def test_job_speed_limits_and_order():
-    assert job_speed(0.0) == 1.0 and job_speed(1.0) == 0.0
-    assert job_speed(0.3, cpu_fraction=0.0) == 1.0        # no CPU work: no slowdown
-    assert job_speed(0.4, queue="md1") > job_speed(0.4)   # constant service waits less
-    assert job_speed(0.4, queue="md1") == pytest.approx(job_speed(0.4, cpu_fraction=0.5))
+def test_slowdown_limits_and_order():
+    assert slowdown(0.0) == 1.0 and slowdown(1.0) == float("inf")
+    assert slowdown(0.4, "md1") < slowdown(0.4)
     with pytest.raises(ValueError):
-        job_speed(0.1, queue="mg1")
+        slowdown(0.1, "mg1")
 
 
-def test_units_sum_to_the_vectors():
+def test_local_completions_cost_nothing_and_foreign_ones_slow_the_host():
+    # two CPUs with a dedicated vector each: no job takes another's completions
+    assert disk_iops([[0b01, 0b10]], [[0, 1]], [[0, 1]], a=0.4) == [2.0]
+    # one shared vector whose effective CPU is 1: CPU 1's job slows, more with larger a
+    x1 = disk_iops([[0b11]], [[1]], [[0, 1]], a=0.1)[0]
+    x2 = disk_iops([[0b11]], [[1]], [[0, 1]], a=0.3)[0]
+    assert 2.0 > x1 > x2
+    # no CPU work: nothing to slow
+    assert disk_iops([[0b11]], [[1]], [[0, 1]], a=0.3, cpu_fraction=0.0) == [2.0]
+
+
+def test_every_cpu_submitting_gives_mainline_a_flat_load():
+    """With every CPU submitting to every disk, a dedicated vector carries one
+    CPU's I/O and a shared pair's two CPUs' I/O alternates between the pair:
+    mainline's stacking leaves every CPU with the same interrupt count."""
     t = load(SEED)
-    g = device_groups(t, 62, 6)
-    u = cpu_units(g, t.possible)
-    assert sum(u.values()) == pytest.approx(6 * 62)
-    assert sorted(set(round(x, 6) for x in u.values())) == [3.0, 6.0]   # the patch's "roughly twice"
+    g = device_groups(t, 62, 6, "mainline")
+    ld = unpinned_load(g, effective_cpus(g), range(96))
+    assert len(set(ld.values())) == 1
+    assert sum(ld.values()) == 6 * 96
 
 
-def test_calibration_hits_the_target_and_predicts_the_patch():
-    r = seed_comparison(load(SEED))
-    assert r["before_degradation"] == pytest.approx(SEED_MEASUREMENT["before_degradation"], abs=1e-6)
-    # mainline's dedicated CPUs 36-47 and 84-95 are the jobs of disks 2 and 5
-    assert r["penalized"] == [2, 5]
-    assert 0 < r["a"] < 1 / 6 and r["rho_max_after"] < r["rho_max_before"] < 1
-    assert r["after_degradation"] < r["before_degradation"]
-    assert r["penalized_iops_gain"] > 0 and r["penalized_latency_change"] < 0
-    # QD1 closed loop: latency change = 1 / (1 + gain) - 1 for each penalised disk
-    assert r["penalized_latency_change"] == pytest.approx(1 / (1 + r["penalized_iops_gain"]) - 1,
-                                                          rel=1e-6)
-
-
-def test_interleaved_jobs_give_a_smaller_gap():
+def test_pinned_blocks_do_not_penalise_the_stacked_cpus():
+    """Jobs pinned one per CPU in blocks of 16: the disks on mainline's stacked
+    CPUs complete locally, so they are not among the slowest."""
     t = load(SEED)
-    u = cpu_units(device_groups(t, 62, 6), t.possible)
-    inter = job_cpus(6, range(96), 16, "interleaved")
-    blocks = job_cpus(6, range(96), 16, "blocks")
-    assert degradation(disk_throughput(u, inter, 0.1)) < degradation(disk_throughput(u, blocks, 0.1)) / 2
-    # the same masks everywhere and every disk on the same CPUs: nothing to calibrate
-    with pytest.raises(ValueError):
-        calibrate(u, [list(range(96))] * 6, 0.11)
+    r = compare(t, a=0.2, cpu_fraction=0.5, placement="blocks")
+    stacked_disks = {2, 5}          # CPUs 38-49 and 86-95 (7.2's sort) are theirs
+    assert not stacked_disks & set(r["penalized"])
+    assert min(r["remote_before"][d] for d in stacked_disks) < max(r["remote_before"])
+    assert 0 < r["before_degradation"] < SEED_MEASUREMENT["before_degradation"]
 
 
-def test_throughput_falls_with_utilisation():
-    u = {0: 1.0, 1: 2.0}
-    x = disk_throughput(u, [[0], [1]], 0.2)
-    assert x[0] > x[1]
-    assert disk_throughput(u, [[0, 1]], 0.2, aggregate="min") == [2 * min(x)]
+def test_grid_is_deterministic_and_bounded():
+    t = load(SEED)
+    g1 = gap_grid(t, [0.05, 0.3], [0.5], placements=PLACEMENTS, seeds=range(2))
+    g2 = gap_grid(t, [0.05, 0.3], [0.5], placements=PLACEMENTS, seeds=range(2))
+    assert g1.equals(g2)
+    assert len(g1) == 2 * (1 + 1 + 2)
+    assert (g1["before_degradation"] >= 0).all() and (g1["before_degradation"] < 1).all()
+    # the gap grows with a for a fixed placement
+    b = g1[g1.placement == "blocks"].set_index("a")["before_degradation"]
+    assert b[0.3] > b[0.05]
+
+
+def test_job_cpus_and_degradation():
+    assert job_cpus(2, range(4), 2, "random", seed=3) == job_cpus(2, range(4), 2, "random", seed=3)
+    assert sorted(sum(job_cpus(6, range(96), 16, "random", seed=1), [])) == list(range(96))
+    assert degradation([2.0, 2.0]) == 0.0
     with pytest.raises(ValueError):
-        job_cpus(2, range(4), 2, "random")
+        job_cpus(2, range(4), 2, "spiral")

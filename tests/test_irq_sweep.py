@@ -108,3 +108,22 @@ def test_real_datasets_and_their_devices():
     own = [p for p in project_datasets() if p.endswith(".tar.bz2")]
     if own:
         assert [d[2] for d in machine_devices(load(own[0]))] == [2]
+
+
+def test_uneven_clusters_make_rotate_lose_groups_and_mainline_never():
+    from numalab.models.irq_sweep import sweep_uneven
+    df = sweep_uneven([(4, 4, 2, 2), (8, 1), (2, 2, 2, 2)], nodes=[1, 2])
+    main = df[df.variant == "mainline"]
+    rot = df[df.variant == "rotate"]
+    assert (main.empty_masks == 0).all()
+    assert (rot.empty_masks > 0).any()
+    assert (rot[rot.clusters == "2+2+2+2"].empty_masks == 0).all()   # equal clusters: none lost
+
+
+def test_offset_distribution_spans_bound_to_mainline():
+    from numalab.models.irq_sweep import offset_distribution
+    t = load("numa:2 cluster:24 core:2 pu:1")
+    od = offset_distribution(t, 62, 6, sets=60, seed=1)
+    assert od.equals(offset_distribution(t, 62, 6, sets=60, seed=1))
+    assert od.max_dedicated.min() >= 2 and od.max_dedicated.max() <= 6
+    assert od.max_dedicated.nunique() > 1

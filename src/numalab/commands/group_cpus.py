@@ -17,7 +17,7 @@ from ..cpumask import format_cpulist
 from ..errors import NumalabError, ParameterError
 from ..kernel import versions
 from ..kernel.lib.group_cpus import VARIANTS, GroupMasks, prepare, spread_devices
-from ..models.irq_load import irq_load, metrics
+from ..models.irq_load import group_metrics
 from ..topology import load
 from ..validate import integer, option_integer
 
@@ -105,12 +105,7 @@ def compute(topology, groups: int, devices: int = 1, variant: str = "mainline",
         devs = _alternative(variant, topology, groups, devices)
     else:
         devs = spread_devices(groups, view, devices, variant, kernel=text.version)
-    load = irq_load(devs, view.possible)
-    nodes = [0] * view.nr_node_ids
-    for c in _cpus(view.possible):
-        nodes[view.cpu_to_node[c]] |= 1 << c
-    m = metrics(load, clusters=set(view.cluster) | {1 << c for c in _cpus(view.possible)},
-                nodes=nodes, devices=devs)
+    m, load = group_metrics(devs, view)
     return {
         "topology": topology.name,
         "variant": variant,
@@ -120,7 +115,9 @@ def compute(topology, groups: int, devices: int = 1, variant: str = "mainline",
         "groups": groups,
         "devices": [{"spread_offset": d if variant == "rotate" else 0,
                      "nummasks": g.nummasks,
+                     "empty_masks": sum(1 for mask in g if not mask & view.present),
                      "masks": [_cpus(mask) for mask in g]} for d, g in enumerate(devs)],
+        "cpu_set": "present",
         "per_cpu": [{"cpu": c, "groups": n, "dedicated": k}
                     for c, n, k in zip(load.cpus, load.groups, load.dedicated)],
         "metrics": m,
@@ -138,7 +135,12 @@ def render(result: dict) -> str:
         lines.append(f"device {d} (spread_offset {dev['spread_offset']}, "
                      f"nummasks {dev['nummasks']}):")
         lines.append("  " + " ".join(f"{i}:{m}" for i, m in enumerate(masks)))
-    lines.append("per CPU (groups/dedicated):")
+    for d, dev in enumerate(result["devices"]):
+        if dev.get("empty_masks"):
+            lines.append(f"warning: device {d} has {dev['empty_masks']} empty mask(s) of "
+                         f"{len(dev['masks'])}: the kernel's alloc_descs() refuses an empty "
+                         f"affinity mask (-EINVAL), so this MSI-X allocation would fail")
+    lines.append("per present CPU (groups/dedicated):")
     row = []
     for r in result["per_cpu"]:
         row.append(f"{r['cpu']:>4}:{r['groups']}/{r['dedicated']}")
@@ -158,8 +160,13 @@ def render(result: dict) -> str:
 
 
 def run(args) -> int:
+    import sys
     topo = load(args.topology)
     result = compute(topo, args.groups, args.devices, args.variant, args.kernel)
+    bad = sum(1 for dev in result["devices"] if dev["empty_masks"])
+    if bad and args.json:
+        print(f"warning: {bad} device(s) got empty masks (alloc_descs() would return -EINVAL)",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     else:

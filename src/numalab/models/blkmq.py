@@ -42,7 +42,7 @@ from ..topology.model import Topology
 from .irq_bound import cached_view
 
 __all__ = ["blk_mq_map_queues", "blk_mq_map_queues_legacy", "hctx_masks",
-           "irq_create_affinity_masks", "compare_blk_mq", "managed_vectors", "compare_irqs"]
+           "irq_create_affinity_masks", "EINVAL", "alloc_descs", "msix_allocation", "compare_blk_mq", "managed_vectors", "compare_irqs"]
 
 
 def _bits(mask: int):
@@ -170,6 +170,48 @@ def irq_create_affinity_masks(nvecs: int, topo: Topology, pre_vectors: int = 0,
         masks[curvec] = default
         curvec += 1
     return [(m, pre_vectors <= i < nvecs - post_vectors) for i, m in enumerate(masks)]
+
+
+EINVAL = 22
+
+
+def alloc_descs(affinity: Sequence[tuple[int, bool]] | None) -> int:
+    """The check that opens ``alloc_descs()`` (``kernel/irq/irqdesc.c``, Linux
+    7.2): with affinity descriptors given, any empty mask makes it return
+    ``-EINVAL`` before a descriptor is allocated; otherwise 0 here (the
+    kernel goes on to allocate and returns the first IRQ number).
+
+    >>> alloc_descs([(0b11, False), (0b01, True)]), alloc_descs([(0b11, False), (0, True)])
+    (0, -22)
+    >>> alloc_descs(None)
+    0
+    """
+    if affinity is not None and any(not m for m, _ in affinity):
+        return -EINVAL
+    return 0
+
+
+def msix_allocation(nvecs: int, topo: Topology, pre_vectors: int = 1,
+                    variant: str = "mainline", first_offset: int = 0) -> dict:
+    """What an MSI-X allocation of ``nvecs`` vectors (``pre_vectors`` of them
+    unmanaged, as NVMe's admin queue) gets: ``irq_create_affinity_masks()``
+    (:func:`irq_create_affinity_masks`), then ``alloc_descs()`` on each
+    vector's descriptor (:func:`alloc_descs`). Returns ``masks`` (one per
+    vector), ``empty`` (indices of empty masks) and ``errno`` (0, or
+    ``-EINVAL``: ``__pci_enable_msix_range()`` returns it at once, and
+    ``pci_alloc_irq_vectors_affinity()`` falls back to MSI or INTx only if
+    the driver's flags allow them).
+
+    >>> from numalab.topology import load
+    >>> msix_allocation(3, load("numa:1 core:2 pu:1"))["errno"]
+    0
+    """
+    masks = irq_create_affinity_masks(nvecs, topo, pre_vectors, variant=variant,
+                                      first_offset=first_offset)
+    if masks is None:
+        return {"masks": [], "empty": [], "errno": 0}
+    return {"masks": [m for m, _ in masks], "empty": [i for i, (m, _) in enumerate(masks) if not m],
+            "errno": alloc_descs(masks)}
 
 
 def compare_blk_mq(topo: Topology, label: str | None = None) -> pd.DataFrame:

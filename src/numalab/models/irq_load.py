@@ -28,7 +28,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["IrqLoad", "irq_load", "metrics", "crossing_groups"]
+__all__ = ["IrqLoad", "irq_load", "metrics", "crossing_groups", "cpu_domains",
+           "group_metrics"]
 
 
 @dataclass(frozen=True)
@@ -92,16 +93,74 @@ def irq_load(devices: Sequence[Sequence[int]], cpu_mask: int) -> IrqLoad:
 def crossing_groups(devices: Sequence[Sequence[int]], domains: Iterable[int]) -> int:
     """How many non-empty masks are not inside one of ``domains`` (cluster or node masks).
 
+    One pass: each mask is tested only against the domains holding its
+    lowest CPU (a mask inside a domain holds that CPU), so the cost is the
+    number of masks, not masks x domains.
+
     >>> crossing_groups([[0b0011, 0b0110]], [0b0011, 0b1100])
     1
     """
-    doms = [d for d in domains if d]
+    holding: dict[int, list[int]] = {}
+    for d in set(domains):
+        for c in _bits(d):
+            holding.setdefault(c, []).append(d)
     count = 0
     for masks in devices:
         for m in masks:
-            if m and not any(m & ~d == 0 for d in doms):
-                count += 1
+            if m:
+                low = (m & -m).bit_length() - 1
+                if not any(m & ~d == 0 for d in holding.get(low, ())):
+                    count += 1
     return count
+
+
+def cpu_domains(view) -> tuple[list[int], list[int]]:
+    """The cluster and node masks of every possible CPU of a prepared
+    topology (``numalab.kernel.lib.group_cpus.prepare``): a CPU without
+    cluster information is its own cluster.
+
+    >>> from numalab.kernel.lib.group_cpus import prepare
+    >>> from numalab.topology import load
+    >>> cpu_domains(prepare(load("numa:2 core:2 pu:1")))
+    ([1, 2, 4, 8], [3, 3, 12, 12])
+    """
+    nodes: dict[int, int] = {}
+    for c in _bits(view.possible):
+        n = view.cpu_to_node[c]
+        nodes[n] = nodes.get(n, 0) | (1 << c)
+    clusters = [0] * view.nr_cpu_ids
+    node_of = [0] * view.nr_cpu_ids
+    for c in _bits(view.possible):
+        cl = view.cluster[c] if c < len(view.cluster) else 0
+        clusters[c] = (cl & view.possible) or (1 << c)
+        node_of[c] = nodes[view.cpu_to_node[c]]
+    return clusters, node_of
+
+
+def group_metrics(devices: Sequence[Sequence[int]], view) -> tuple[dict, IrqLoad]:
+    """The one metrics computation of the book (chapter, sweeps and
+    ``numalab group-cpus``): :func:`metrics` over the *present* CPUs of
+    ``view`` (only present CPUs take interrupts, so a group of one present
+    CPU plus possible-but-absent ones counts as dedicated), plus groups
+    crossing a cluster or a node and ``empty_masks`` (masks with no present
+    CPU). Returns ``(metrics dict, IrqLoad)``.
+
+    >>> from numalab.kernel.lib.group_cpus import group_cpus_evenly, prepare
+    >>> from numalab.topology import load
+    >>> v = prepare(load("numa:2 core:2 pu:1"))
+    >>> m, _ = group_metrics([list(group_cpus_evenly(3, v))], v)
+    >>> m["max_dedicated"], m["cross_cluster_groups"], m["cross_node_groups"], m["empty_masks"]
+    (1, 1, 0, 0)
+    """
+    present = view.present
+    clipped = [[m & present for m in g] for g in devices]
+    load_ = irq_load(clipped, present)
+    clusters, nodes = cpu_domains(view)
+    m = metrics(load_)
+    m["cross_cluster_groups"] = crossing_groups(devices, [x for x in clusters if x])
+    m["cross_node_groups"] = crossing_groups(devices, [x for x in nodes if x])
+    m["empty_masks"] = sum(1 for g in clipped for x in g if not x)
+    return m, load_
 
 
 def _ratio(a: float, b: float) -> float:

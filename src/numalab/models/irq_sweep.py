@@ -47,7 +47,7 @@ from ..topology import load
 from ..topology.model import Topology
 from .irq_alternative import balance_devices, block_devices
 from .irq_bound import bound_closed_form, bound_milp, cached_view
-from .irq_load import irq_load, metrics
+from .irq_load import group_metrics, irq_load
 
 __all__ = ["VARIANTS", "offsets_for", "device_groups", "evaluate", "shape_string",
            "synthetic_configs", "sweep_synthetic", "sweep_datasets", "machine_devices",
@@ -107,14 +107,6 @@ def crossing(devs: Sequence[Sequence[int]], domain_of: Sequence[int]) -> int:
     return n
 
 
-def _node_domains(view) -> list[int]:
-    by_node: dict[int, int] = {}
-    for c, n in enumerate(view.cpu_to_node):
-        if n >= 0:
-            by_node[n] = by_node.get(n, 0) | (1 << c)
-    return [by_node.get(n, 0) if n >= 0 else 0 for n in view.cpu_to_node]
-
-
 def evaluate(topo: Topology, vectors: int, devices: int, variant: str = "mainline",
              offsets: Sequence[int] | None = None, exact_bound: bool = False) -> dict:
     """One row of figures for one configuration.
@@ -147,20 +139,13 @@ def evaluate(topo: Topology, vectors: int, devices: int, variant: str = "mainlin
 
 
 def _group_metrics(devs, view):
-    """Load metrics of every device's groups over the present CPUs, plus the
-    groups crossing a cluster or a node; returns (metrics dict, IRQLoad).
-
-    Only present CPUs take interrupts: a group of one present CPU plus
-    possible-but-absent ones (the kernel's second stage) is dedicated too.
-    """
-    load_ = irq_load([[m & view.present for m in g] for g in devs], view.present)
-    m = metrics(load_)
+    """:func:`numalab.models.irq_load.group_metrics` with the sweep's column
+    names (``nonempty_groups``, ``load_cpus``; no ``worst_cpus``)."""
+    m, load_ = group_metrics(devs, view)
     m.pop("worst_cpus")
     # keep the configuration's own "vectors" and "cpus" columns intact
     m["nonempty_groups"] = m.pop("vectors")
     m["load_cpus"] = m.pop("cpus")
-    m["cross_cluster_groups"] = crossing(devs, view.cluster)
-    m["cross_node_groups"] = crossing(devs, _node_domains(view))
     return m, load_
 
 
@@ -241,14 +226,20 @@ def sweep_synthetic(nodes: Iterable[int] = (1, 2, 4, 8), clusters: Iterable[int]
 
 
 def _dataset_rows(args: tuple) -> list[dict]:
-    path, vectors, devices, variants, label = args
+    path, vectors, devices, variants, label, fracs = args
+    from ..datasets import load_cached
     try:
-        t = load(path)
+        t = load_cached(path)    # with each dataset's reader options, as chapter 1 reads it
     except Exception as e:   # a broken dump is reported, not fatal to the sweep
         return [{"dataset": label, "error": str(e)}]
     ncpu = cached_view(t).present.bit_count()
     rows = []
-    vs = vectors if vectors is not None else sorted({max(1, ncpu // 2), ncpu, 2 * ncpu})
+    if vectors is not None:
+        vs = vectors
+    elif fracs is not None:
+        vs = sorted({max(1, round(f * ncpu)) for f in fracs})
+    else:
+        vs = sorted({max(1, ncpu // 2), ncpu, 2 * ncpu})
     for v, d, var in itertools.product(vs, devices, variants):
         row = {"dataset": label, "cpus": ncpu, "nodes": len(t.nodes) or 1,
                "clusters": len(t.clusters()), "vectors": v, "devices": d, "variant": var}
@@ -259,9 +250,12 @@ def _dataset_rows(args: tuple) -> list[dict]:
 
 def sweep_datasets(paths: Sequence[str], vectors: Sequence[int] | None = None,
                    devices: Sequence[int] = (6,), variants: Iterable[str] = VARIANTS,
-                   processes: int = 2) -> pd.DataFrame:
+                   processes: int = 2, vectors_per_cpu: Sequence[float] | None = None
+                   ) -> pd.DataFrame:
     """The same figures on real machines (any :func:`numalab.topology.load`
-    source). Without ``vectors``: half, once and twice the machine's CPUs."""
+    source). Without ``vectors``: ``vectors_per_cpu`` fractions of each
+    machine's present CPUs (rounded, at least 1), or else half, once and
+    twice its CPUs."""
     from ..datasets import label as _label
     labels: list[str] = []
     for p in paths:                # same rule as datasets.load_datasets: unique labels
@@ -269,7 +263,8 @@ def sweep_datasets(paths: Sequence[str], vectors: Sequence[int] | None = None,
         while name in labels:
             name += "'"
         labels.append(name)
-    args = [(p, vectors, tuple(devices), tuple(variants), name)
+    fr = tuple(vectors_per_cpu) if vectors_per_cpu is not None else None
+    args = [(p, vectors, tuple(devices), tuple(variants), name, fr)
             for p, name in zip(paths, labels)]
     if processes > 1 and len(args) > 2:
         import multiprocessing as mp
@@ -349,4 +344,95 @@ def per_cpu_table(topo: Topology, groups: Sequence[Sequence[int]], variant: str)
         rows.append({"variant": variant, **r,
                      "node": view.cpu_to_node[c] if c < len(view.cpu_to_node) else -1,
                      "cluster": (cl & -cl).bit_length() - 1 if cl else c})
+    return pd.DataFrame(rows)
+
+
+def clustered_view(nodes: int, cluster_sizes: Sequence[int]):
+    """A machine with ``nodes`` nodes, each made of clusters of the given
+    sizes (one CPU per core, no SMT), as the :class:`CpuTopo` view
+    ``group_cpus.c`` reads: the shape hwloc's synthetic strings cannot
+    write (clusters of unequal size, as on hybrid CPUs).
+
+    >>> v = clustered_view(1, [4, 1])
+    >>> v.nr_cpu_ids, [bin(m) for m in v.cluster]
+    (5, ['0b1111', '0b1111', '0b1111', '0b1111', '0b10000'])
+    """
+    from ..kernel.lib.group_cpus import CpuTopo, build_node_to_cpumask
+    cpu_to_node, cluster = [], []
+    c = 0
+    for n in range(nodes):
+        for size in cluster_sizes:
+            m = ((1 << size) - 1) << c
+            cluster += [m] * size
+            cpu_to_node += [n] * size
+            c += size
+    full = (1 << c) - 1
+    base = CpuTopo(nr_cpu_ids=c, nr_node_ids=nodes, possible=full, present=full,
+                   node_possible=tuple(range(nodes)), cpu_to_node=tuple(cpu_to_node),
+                   sibling=tuple(1 << i for i in range(c)), cluster=tuple(cluster))
+    return CpuTopo(**{**base.__dict__, "node_to_cpumask": tuple(build_node_to_cpumask(base))})
+
+
+def sweep_uneven(cluster_layouts: Iterable[Sequence[int]], nodes: Iterable[int] = (1, 2),
+                 vectors_per_cpu: Iterable[float] = (0.55, 0.65, 0.75, 0.85, 0.95),
+                 devices: Iterable[int] = (6,), variants: Iterable[str] = ("mainline", "rotate")
+                 ) -> pd.DataFrame:
+    """Mainline and rotate on machines with unequal clusters
+    (:func:`clustered_view`), vectors a fraction of the CPUs: one row per
+    configuration with ``max_dedicated``, ``cpus_at_max_dedicated`` and
+    ``empty_masks`` (masks the call left empty: an MSI-X allocation that
+    ``alloc_descs()`` refuses). Rotate's devices get offsets 0, 1, 2...
+
+    >>> df = sweep_uneven([(4, 1)], nodes=[1], vectors_per_cpu=[1.0], devices=[1])
+    >>> df[["variant", "vectors", "empty_masks"]].values.tolist()
+    [['mainline', 5, 0], ['rotate', 5, 1]]
+    """
+    from ..kernel.lib.group_cpus import group_cpus_evenly
+    from .irq_load import group_metrics
+    rows = []
+    for layout in cluster_layouts:
+        for n in nodes:
+            view = clustered_view(n, layout)
+            ncpu = view.present.bit_count()
+            for v in sorted({max(1, round(f * ncpu)) for f in vectors_per_cpu}):
+                for d in devices:
+                    for var in variants:
+                        devs = [list(group_cpus_evenly(v, view, var, o) or [])
+                                for o in range(d)]
+                        m, _ = group_metrics(devs, view)
+                        rows.append({"clusters": "+".join(map(str, layout)), "nodes": n,
+                                     "cpus": ncpu, "vectors": v, "devices": d, "variant": var,
+                                     "max_dedicated": m["max_dedicated"],
+                                     "cpus_at_max_dedicated": m["cpus_at_max_dedicated"],
+                                     "empty_masks": m["empty_masks"],
+                                     "failing_devices": sum(1 for g in devs
+                                                            if any(not x for x in g))})
+    return pd.DataFrame(rows)
+
+
+def offset_distribution(topo: Topology, vectors: int, devices: int, sets: int = 200,
+                        max_offset: int | None = None, seed: int = 0) -> pd.DataFrame:
+    """Rotate's largest dedicated load over ``sets`` random offset sets: each
+    set draws ``devices`` distinct offsets uniformly from ``[0, max_offset)``
+    (default: 3 x the vectors; the counter is global, so a device's offset
+    is whatever number of calls came before it), seeded. One row per set
+    (``offsets`` as text, ``max_dedicated``).
+
+    >>> from numalab.topology import load
+    >>> df = offset_distribution(load("numa:1 cluster:4 core:2 pu:1"), 6, 2, sets=3)
+    >>> len(df), sorted(df.columns)
+    (3, ['max_dedicated', 'offsets', 'set'])
+    """
+    import random as _random
+    view = cached_view(topo)
+    rng = _random.Random(seed)
+    hi = max_offset if max_offset is not None else 3 * vectors
+    rows = []
+    for s in range(sets):
+        offs = sorted(rng.sample(range(hi), devices)) if devices <= hi else \
+            [rng.randrange(hi) for _ in range(devices)]
+        devs = [list(group_cpus_evenly(vectors, view, "rotate", o) or []) for o in offs]
+        load_ = irq_load([[m & view.present for m in g] for g in devs], view.present)
+        rows.append({"set": s, "offsets": ",".join(map(str, offs)),
+                     "max_dedicated": max(load_.dedicated, default=0)})
     return pd.DataFrame(rows)
