@@ -37,16 +37,22 @@ websocket = pytest.importorskip("websocket")
 
 
 class Chromium:
-    """A headless Chromium and one page, over the DevTools protocol."""
+    """A headless Chromium and one page, over the DevTools protocol.
 
-    def __init__(self):
+    ``local`` (e.g. ``"http://127.0.0.1:8888"``) is an origin on 127.0.0.1
+    the page may reach (a JupyterLab server); all else stays unreachable."""
+
+    def __init__(self, local: str | None = None):
+        self.local = local
         self.profile = tempfile.mkdtemp(prefix="numalab-chromium-")
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
              "--disable-background-networking", "--disable-component-update",
              "--disable-sync", "--no-first-run", "--disable-default-apps",
              "--disable-extensions", f"--user-data-dir={self.profile}",
-             "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+             "--proxy-server=127.0.0.1:9",   # loopback never goes through it
+             "--host-resolver-rules=MAP * ~NOTFOUND"
+             + (", EXCLUDE 127.0.0.1" if local else ""),
              "--remote-debugging-port=0", "--window-size=1280,900", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         url = None
@@ -69,7 +75,7 @@ class Chromium:
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.call(f"{domain}.enable", session=True)
         self.call("Network.emulateNetworkConditions",
-                  {"offline": True, "latency": 0, "downloadThroughput": -1,
+                  {"offline": local is None, "latency": 0, "downloadThroughput": -1,
                    "uploadThroughput": -1}, session=True)
         self.call("Emulation.setDeviceMetricsOverride",
                   {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
@@ -123,7 +129,9 @@ class Chromium:
                 out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
             elif m == "Network.requestWillBeSent":
                 url = p.get("request", {}).get("url", "")
-                if not url.startswith(("file:", "data:", "blob:", "about:")):
+                allowed = ("file:", "data:", "blob:", "about:") + (
+                    (self.local + "/", "ws" + self.local[4:] + "/") if self.local else ())
+                if not url.startswith(allowed):
                     out.append(f"network request: {url}")
             elif m == "Network.loadingFailed":
                 out.append(f"load failed: {p.get('errorText')}")

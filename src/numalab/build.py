@@ -503,8 +503,12 @@ def _start_worker(job: Job, tmpdir: Path, rel_path: str) -> None:
                                 "result": str(tmpdir / f"{job.stem}.result.json")}))
     log = open(tmpdir / f"{job.stem}.log", "w")
     job.spec = spec
+    # A build started from a JupyterLab cell must still render book output:
+    # the renderer reads JPY_SESSION_NAME to tell a Jupyter server's kernel.
+    env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
     job.proc = subprocess.Popen([sys.executable, "-m", "numalab.build", "execute", str(spec)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env)
     log.close()
 
 

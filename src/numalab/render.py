@@ -1,4 +1,5 @@
-"""How the book's altair charts reach the page: offline, interactive, light.
+"""How the book's altair charts reach the page: offline, interactive, light,
+in the built book and in JupyterLab.
 
 Every chapter calls :func:`enable` in its second cell. It registers an
 altair renderer named ``numalab`` whose output (one MIME bundle per chart)
@@ -7,21 +8,32 @@ holds:
 ``text/html``
     ``<div class="numalab-chart" id="numalab-chart-...">`` followed by a
     small inline ``<script>`` that calls ``vegaEmbed`` on the chart's spec.
-    The vega, vega-lite and vega-embed libraries are *not* in the output:
-    the built book loads them once per page from ``_static/numalab-vega.js``
-    (written by :mod:`numalab.build` from :func:`javascript_bundle`), so
-    pages stay small and nothing is fetched from the network. Inside the
-    div sits a static SVG drawing of the chart (``.numalab-chart-fallback``),
-    replaced by the interactive view as soon as ``vegaEmbed`` runs. Where
-    there is no ``vegaEmbed`` (JupyterLab, which picks ``text/html``, or a
-    page opened without its ``_static``), the SVG is what the reader sees.
+    Inside the div sits a static SVG drawing of the chart
+    (``.numalab-chart-fallback``), replaced by the interactive view as soon
+    as ``vegaEmbed`` runs; where it never runs (a page opened without its
+    ``_static``, an untrusted notebook) the SVG is what the reader sees.
 ``application/vnd.vegalite.v6+json`` (Vega-Lite, altair's major version)
     The spec itself, for front ends that render Vega-Lite natively.
 ``text/plain``
     A one-line description.
 
-myst-nb (the book's notebook renderer) prefers ``text/html`` over the
-Vega-Lite type, and ``_config.yml`` says so explicitly.
+Where ``vegaEmbed`` comes from depends on who runs the kernel:
+
+* **The book** (``numalab build``: papermill, then myst-nb). The vega,
+  vega-lite and vega-embed libraries are *not* in the output: the built
+  book loads them once per page from ``_static/numalab-vega.js`` (written
+  by :mod:`numalab.build` from :func:`javascript_bundle`), so pages stay
+  small and nothing is fetched from the network. myst-nb prefers
+  ``text/html`` over the Vega-Lite type, and ``_config.yml`` says so.
+* **JupyterLab** (and Jupyter Notebook 7), recognised by the
+  ``JPY_SESSION_NAME`` variable a Jupyter server puts in the environment
+  of the kernels it starts. JupyterLab 4 renders Vega-Lite only up to v5,
+  so it too shows the ``text/html``, and it runs the scripts of outputs
+  it received from its own kernel (they are trusted; saved notebooks stay
+  so through their signature). The first chart after :func:`enable`
+  carries the same libraries inline (:func:`libraries_html`, once per
+  kernel session, about 900 kB); every later chart is light and embeds
+  itself as soon as they are there. Nothing comes from the network.
 """
 
 from __future__ import annotations
@@ -30,12 +42,14 @@ import hashlib
 import html
 import itertools
 import json
+import os
 from functools import lru_cache
 
 import altair as alt
 
 __all__ = ["RENDERER_NAME", "BUNDLE_NAME", "VEGALITE_MIME_TYPE", "EMBED_OPTIONS",
-           "enable", "chart_id", "chart_html", "renderer", "javascript_bundle",
+           "READY_EVENT", "enable", "chart_id", "chart_html", "lab_chart_html",
+           "libraries_html", "in_jupyter_server", "renderer", "javascript_bundle",
            "vegalite_version"]
 
 RENDERER_NAME = "numalab"
@@ -50,7 +64,30 @@ EMBED_OPTIONS = {
     "tooltip": True,
 }
 
+#: The window event :func:`libraries_html` fires once ``vegaEmbed`` exists;
+#: charts drawn before that (JupyterLab) wait for it.
+READY_EVENT = "numalab-vega-ready"
+
+#: Set by a Jupyter server (JupyterLab, Notebook 7) in the environment of
+#: the kernels it starts (jupyter_server's SessionManager); papermill and
+#: nbclient, which execute the book, do not set it.
+JUPYTER_SERVER_ENV = "JPY_SESSION_NAME"
+
 _counter = itertools.count(1)
+
+
+def in_jupyter_server(environ=None) -> bool:
+    """Whether this kernel was started by a Jupyter server (JupyterLab,
+    Notebook 7): ``JPY_SESSION_NAME`` is set and not empty. ``environ``
+    defaults to ``os.environ``.
+
+    >>> in_jupyter_server({"JPY_SESSION_NAME": "notebooks/01-machine.ipynb"})
+    True
+    >>> in_jupyter_server({})
+    False
+    """
+    env = os.environ if environ is None else environ
+    return bool(env.get(JUPYTER_SERVER_ENV))
 
 
 def vegalite_version() -> str:
@@ -145,9 +182,70 @@ def chart_html(spec: dict, element_id: str, fallback_svg: str = "",
             f'<script type="text/javascript">{script}</script>\n')
 
 
-def renderer(spec: dict, fallback: bool = True, **metadata) -> dict:
+def lab_chart_html(spec: dict, element_id: str, fallback_svg: str = "",
+                   embed_options: dict | None = None) -> str:
+    """The HTML for one chart in JupyterLab: the same div and fallback
+    drawing as :func:`chart_html`, and a script that finds its div as the
+    element just before itself (``document.currentScript``: JupyterLab may
+    run it while the output is not yet in the document, and a notebook
+    shown in two views holds the same id twice), then embeds the chart at
+    once if ``vegaEmbed`` is there, or when :data:`READY_EVENT` says it is.
+
+    >>> html = lab_chart_html({"mark": "point"}, "c1")
+    >>> html.startswith('<div class="numalab-chart" id="c1">') and READY_EVENT in html
+    True
+    """
+    options = dict(EMBED_OPTIONS if embed_options is None else embed_options)
+    fallback = (f'<div class="numalab-chart-fallback">{fallback_svg}</div>'
+                if fallback_svg else "")
+    eid = json.dumps(element_id)
+    script = (
+        "(function(){"
+        f"var id={eid},spec={_script_json(spec)},opt={_script_json(options)};"
+        "var me=document.currentScript,el=me&&me.previousElementSibling;"
+        "if(!el||el.id!==id){el=document.getElementById(id);}"
+        "function show(){"
+        "if(!el||el.getAttribute('data-embedded')){return;}"
+        "el.setAttribute('data-embedded','1');"
+        "window.vegaEmbed(el,spec,opt).then(function(){"
+        "var f=el.querySelector('.numalab-chart-fallback');if(f){f.remove();}"
+        "}).catch(function(e){console.error('numalab chart '+id+': '+e);});}"
+        "if(typeof window.vegaEmbed==='function'){show();}"
+        f"else{{window.addEventListener({json.dumps(READY_EVENT)},show,{{once:true}});}}"
+        "})();"
+    )
+    return (f'<div class="numalab-chart" id="{html.escape(element_id)}">{fallback}</div>'
+            f'<script type="text/javascript">{script}</script>\n')
+
+
+def libraries_html() -> str:
+    """vega, vega-lite and vega-embed (:func:`javascript_bundle`) as one
+    inline ``<script>`` for a JupyterLab output, then :data:`READY_EVENT`.
+
+    The bundle travels as a JSON string run by ``new Function`` (vega
+    itself compiles expressions the same way), so no character sequence in
+    it can end or confuse the ``<script>`` element when JupyterLab parses
+    the output; it defines ``window.vegaEmbed`` and friends as in the book.
+
+    >>> html = libraries_html()
+    >>> html.startswith('<script') and html.count('</script>') == 1 and READY_EVENT in html
+    True
+    """
+    code = _script_json(javascript_bundle())
+    return ('<script type="text/javascript">(function(){'
+            "if(typeof window.vegaEmbed!=='function'){"
+            f"new Function({code})();}}"
+            f"window.dispatchEvent(new Event({json.dumps(READY_EVENT)}));"
+            "})();</script>\n")
+
+
+def renderer(spec: dict, fallback: bool = True, lab: bool = False,
+             libraries: bool = False, **metadata) -> dict:
     """The altair renderer: spec -> MIME bundle (see the module docstring).
 
+    ``lab=False`` gives the book's HTML (:func:`chart_html`); ``lab=True``
+    JupyterLab's (:func:`lab_chart_html`), preceded by the libraries
+    (:func:`libraries_html`) when ``libraries`` is true.
     ``metadata["embed_options"]`` (altair's usual way to pass them) is
     merged over :data:`EMBED_OPTIONS`.
     """
@@ -156,26 +254,42 @@ def renderer(spec: dict, fallback: bool = True, **metadata) -> dict:
     svg = _fallback_svg(spec) if fallback else ""
     mark = spec.get("mark")
     kind = mark.get("type") if isinstance(mark, dict) else (mark or "layered/concatenated")
+    if lab:
+        text_html = ((libraries_html() if libraries else "")
+                     + lab_chart_html(spec, element_id, svg, options))
+    else:
+        text_html = chart_html(spec, element_id, svg, options)
     return {
-        "text/html": chart_html(spec, element_id, svg, options),
+        "text/html": text_html,
         VEGALITE_MIME_TYPE: spec,
         "text/plain": f"<numalab chart {element_id}: {kind}>",
     }
 
 
-def enable(fallback: bool = True) -> None:
+def enable(fallback: bool = True, lab: bool | None = None) -> None:
     """Register the ``numalab`` altair renderer and make it the active one.
 
     ``fallback=False`` skips the static SVG drawing (smaller output, no
-    picture where vegaEmbed is missing). Returns nothing, so the cell that
-    calls it shows no output.
+    picture where vegaEmbed is missing). ``lab`` chooses the output for
+    JupyterLab (interactive there, the libraries inline in the first chart
+    drawn after this call) or for the book (the libraries come from the
+    page); ``None``, the default, means :func:`in_jupyter_server`. Calling
+    it again (rerunning the chapter's second cell) sends the libraries
+    again with the next chart, for a page that was reloaded. Returns
+    nothing, so the cell that calls it shows no output.
 
     >>> enable(fallback=False)
     >>> alt.renderers.active
     'numalab'
     """
+    in_lab = in_jupyter_server() if lab is None else lab
+    sent = [False]
+
     def _render(spec: dict, **metadata) -> dict:
-        return renderer(spec, fallback=fallback, **metadata)
+        first = in_lab and not sent[0]
+        bundle = renderer(spec, fallback=fallback, lab=in_lab, libraries=first, **metadata)
+        sent[0] = sent[0] or first
+        return bundle
 
     alt.renderers.register(RENDERER_NAME, _render)
     alt.renderers.enable(RENDERER_NAME)
