@@ -8,6 +8,12 @@ what ``group_cpus_evenly(nr_io_queues)`` gives for that kernel, and every
 namespace's blk-mq map must send each hardware queue's CPUs to that queue's
 interrupt mask (``blk_mq_map_hw_queues()`` / ``blk_mq_pci_map_queues()`` read
 the masks back).
+
+Dumps of kernels built by ``numalab lab build-kernel`` name their patch in the
+manifest: the rotate build (patch 004) is replayed with ``variant="rotate"``
+and the ``spread_offset`` of its traced ``group_cpus_evenly()`` call, and the
+PF_WQ_WORKER pair (patch 001 on 6.12) is compared with the probe model's
+policies (a) and (b) on the same machine.
 """
 
 from pathlib import Path
@@ -17,8 +23,9 @@ import pytest
 from numalab.cpumask import format_cpulist
 from numalab.datasets import lab_datasets
 from numalab.kernel import versions
-from numalab.kernel.lib.group_cpus import group_cpus_evenly
 from numalab.lab.dump import read_lab_dump
+from numalab.lab.oracle import (dedicated_counts, dump_build, group_cpus_calls, port_masks,
+                                probe_vs_model, rotate_offsets)
 from numalab.topology import load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +48,7 @@ def test_port_equals_the_real_kernel(dump):
     for ctrl in d.nvme:
         io = sorted((q for q in ctrl.irqs if q.queue >= 1), key=lambda q: q.queue)
         assert io, ctrl.address
-        masks = list(group_cpus_evenly(len(io), topo, kernel=kernel))
+        masks = port_masks(d, ctrl, topo)     # mainline, or rotate with the traced offset
         real = [q.smp_affinity for q in io]
         assert real == masks, (
             f"{ctrl.controller} on Linux {kernel}: kernel "
@@ -67,3 +74,69 @@ def test_tables_for_the_book():
     probes = probe_table([p for p in DUMPS if "6.1-16cpu" in p][0])
     assert len(probes) == 3 and set(probes["cpu"]) == {0}
     assert all(c.startswith("kworker/0:") for c in probes["comm"])
+
+
+def _built(patch_prefix, source):
+    """Dumps of numalab-built kernels of ``source`` with a patch whose file
+    name starts with ``patch_prefix`` (None: the unpatched build)."""
+    out = []
+    for p in DUMPS:
+        b = dump_build(p)
+        if b and b["source_package"] == f"linux-source-{source}":
+            patch = b.get("patch")
+            if (patch is None) if patch_prefix is None else (patch or "").startswith(patch_prefix):
+                out.append(p)
+    return out
+
+
+def test_rotate_pair_on_the_patch_example():
+    """Patch 004 on 7.2 next to the unpatched build of the same source and
+    fragment: every controller's masks are the rotate port's for the
+    spread_offset its traced group_cpus_evenly() call got, the offsets are
+    the call counts since boot, and the stacking of dedicated vectors drops."""
+    if not _built("004-", "7.2"):
+        pytest.skip("no lab dump of the rotate-patched 7.2 build is committed yet "
+                    "(data/lab/README.md says how to make it)")
+    (plain,), (rot,) = _built(None, "7.2"), _built("004-", "7.2")
+    bp, br = dump_build(plain), dump_build(rot)
+    assert (bp["source_sha256"], bp["fragment_sha256"]) == (br["source_sha256"],
+                                                            br["fragment_sha256"])
+    assert bp["patch_sha256"] is None and len(br["patch_sha256"]) == 64
+    dr, dp = read_lab_dump(rot), read_lab_dump(plain)
+    assert dr.manifest["topology"] == dp.manifest["topology"]
+    assert dr.manifest["devices"] == dp.manifest["devices"]
+    calls = group_cpus_calls(dr)
+    offsets = rotate_offsets(dr)
+    # each controller's interrupt spread is one traced call, matched one to one
+    irq_calls = [k for k, c in enumerate(calls) if c.function == "irq_create_affinity_masks"]
+    assert len(irq_calls) == len(dr.nvme)
+    assert sorted(offsets.values()) == irq_calls
+    # the calls between devices moved the counter: the offsets are not 0..5
+    assert len(calls) > len(irq_calls)
+    assert len(group_cpus_calls(dp)) == len(calls)     # the same calls without the patch
+    # the unpatched build gives every controller the same masks...
+    same = {tuple(q.smp_affinity for q in c.irqs if q.queue >= 1) for c in dp.nvme}
+    assert len(same) == 1
+    # ...the patched one does not, and no CPU carries as many dedicated vectors
+    differ = {tuple(q.smp_affinity for q in c.irqs if q.queue >= 1) for c in dr.nvme}
+    assert len(differ) == len(dr.nvme)
+    assert dedicated_counts(rot).max() < dedicated_counts(plain).max()
+
+
+def test_pf_wq_worker_pair_against_the_probe_model():
+    """Patch 001 on 6.12 next to the unpatched build: the real probe thread
+    and CPU against the probe model's policy (a) "mainline" (6.12's
+    work_on_cpu(): a bound kworker on the node's first CPU) and (b)
+    "pf-wq-worker" (the probe stays in its unbound async worker on the
+    device's node)."""
+    (plain,), (fixed,) = _built(None, "6.12"), _built("001-", "6.12")
+    a = probe_vs_model(plain, "mainline")
+    b = probe_vs_model(fixed, "pf-wq-worker")
+    n = len(read_lab_dump(plain).nvme)
+    assert len(a) == len(b) == n == 3
+    assert a["same_kind"].all() and a["same_cpu"].all() and a["same_node"].all()
+    assert (a["real_kind"] == "bound kworker").all()
+    assert b["same_kind"].all() and b["same_node"].all()
+    assert (b["real_kind"] == "unbound kworker").all()
+    # and the other way round they differ: the fix changed where probes run
+    assert not probe_vs_model(fixed, "mainline")["same_kind"].any()

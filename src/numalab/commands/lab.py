@@ -1,4 +1,4 @@
-"""``numalab lab kernels|run|show``: boot real Debian kernels in QEMU on a
+"""``numalab lab kernels|run|show|build-kernel``: boot real Debian kernels in QEMU on a
 described topology and collect what they did (see :mod:`numalab.lab`)."""
 
 from __future__ import annotations
@@ -81,6 +81,10 @@ def add_parser(sub) -> None:
     r.add_argument("--trace", default="nvme_probe", metavar="FUNC[,FUNC]",
                    help="ftrace functions armed before nvme loads (default nvme_probe; "
                         "'' for none)")
+    r.add_argument("--boot-trace", default="", metavar="FUNC[,FUNC]",
+                   help="built-in functions traced from boot (ftrace= on the kernel command "
+                        "line; saved as trace.boot), e.g. group_cpus_evenly to count every "
+                        "call before the devices")
     r.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
                    help="kill the VM after this long (default 600)")
     r.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
@@ -90,6 +94,30 @@ def add_parser(sub) -> None:
                    help="the dump to write (NAME.tar.bz2) or a directory for it "
                         "(default: the current directory)")
     r.set_defaults(func=run_run)
+
+    b = lsub.add_parser("build-kernel", help="build a lab kernel from Debian's linux-source, "
+                                             "optionally patched",
+                        description="Build bzImage and the NVMe modules from Debian's "
+                                    "linux-source-VERSION package (fetched into the cache, never "
+                                    "installed) with the lab's configuration fragment "
+                                    "(src/numalab/lab/kconfig/lab.config), optionally with a "
+                                    "patch applied, under nice -n 19. Builds are cached by "
+                                    "(source package, fragment, patch); boot one with 'numalab "
+                                    "lab run --kernel built:NAME'. Prints progress on stderr and "
+                                    "the kernel's release on stdout.")
+    b.add_argument("--source", metavar="VERSION",
+                   help="the linux-source package's version: 7.2 or 6.12 (any cached or "
+                        "fetchable one)")
+    b.add_argument("--patch", metavar="FILE",
+                   help="a unified diff to apply with patch -p1 (no fuzz), e.g. "
+                        "src/numalab/lab/patches/004-group-cpus-rotate-7.2.patch")
+    b.add_argument("-o", "--name", metavar="NAME",
+                   help="the build's name for 'lab run --kernel built:NAME' (default VERSION "
+                        "or VERSION-PATCHSTEM)")
+    b.add_argument("-j", "--jobs", type=int, default=2, metavar="N",
+                   help="parallel compile jobs (default 2)")
+    b.add_argument("--list", action="store_true", help="list the named builds and exit")
+    b.set_defaults(func=run_build_kernel)
 
     s = lsub.add_parser("show", help="what a lab dump says: kernel, NVMe IRQ masks, "
                                      "blk-mq maps, probe trace, interrupt deltas")
@@ -150,10 +178,28 @@ def run_run(args) -> int:
     if args.io_count < 1:
         raise LabError("--io-count must be at least 1")
     find_qemu()
+    boot = tuple(f.strip() for f in args.boot_trace.split(",") if f.strip())
     opts = LabOptions(devices=devices, io=args.io, io_count=args.io_count, trace=trace,
-                      timeout=args.timeout, accel=args.accel)
+                      timeout=args.timeout, accel=args.accel, boot_trace=boot)
     path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say)
     print(path)
+    return 0
+
+
+def run_build_kernel(args) -> int:
+    from ..lab.build import build_kernel, built_kernels
+    if args.list:
+        for name, k in built_kernels().items():
+            b = k.build or {}
+            print(f"{name:<24} {k.release:<28} {b.get('source_package')} "
+                  f"{b.get('source_version')} patch={b.get('patch')}")
+        return 0
+    if not args.source:
+        from ..lab import LabError
+        raise LabError("--source VERSION is required (7.2, 6.12...)")
+    k = build_kernel(args.source, patch=args.patch, name=args.name, jobs=args.jobs,
+                     progress=_say)
+    print(k.release)
     return 0
 
 
@@ -165,6 +211,14 @@ def run_show(args) -> int:
         print(json.dumps(s, indent=1))
         return 0
     print(f"{d.name}: kernel {d.kernel_release}")
+    build = d.manifest.get("kernel", {}).get("build")
+    if build:
+        print(f"  built by numalab lab build-kernel from {build['source_package']} "
+              f"{build['source_version']}, patch {build.get('patch') or 'none'} "
+              f"(fragment sha256 {build['fragment_sha256'][:12]}, patch sha256 "
+              f"{(build.get('patch_sha256') or '-')[:12]})")
+    for t in d.boot_trace:
+        print(f"  boot trace: cpu {t.cpu} {t.comm} {t.function} <- {t.parent}")
     for c in d.nvme:
         print(f"  {c.address} node {c.node} {c.controller or '?'} {' '.join(c.disks)}: "
               f"{c.msi_vectors} MSI vectors")

@@ -285,6 +285,8 @@ class LabDump:
     trace: list[TraceLine]
     io_deltas: dict[str, tuple[int, ...]] | None
     irq_names: dict[str, str] = field(default_factory=dict)
+    boot_trace: list[TraceLine] = field(default_factory=list)
+    boot_tracer: str | None = None    # the "# tracer: X" of trace.boot (None: no boot trace)
 
     @property
     def kernel_version(self) -> str | None:
@@ -382,9 +384,12 @@ def read_lab_dump(path: str | os.PathLike) -> LabDump:
     before = _text(tree, f"{top}/numalab/lab/interrupts.before")
     after = _text(tree, f"{top}/numalab/lab/interrupts.after")
     io = interrupt_deltas(before, after) if before is not None and after is not None else None
+    boot = _text(tree, f"{top}/numalab/lab/trace.boot")
+    m = re.search(r"^# tracer: (\S+)", boot or "", re.M)
     return LabDump(path=str(path), name=top, kernel_release=release, manifest=manifest,
                    nvme=nvme, blk_mq=blk, blk_mq_lists=blk_lists, trace=trace,
-                   io_deltas=io, irq_names=names)
+                   io_deltas=io, irq_names=names,
+                   boot_trace=parse_trace(boot or ""), boot_tracer=m.group(1) if m else None)
 
 
 def summary(d: LabDump) -> dict:

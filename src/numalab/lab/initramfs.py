@@ -115,6 +115,7 @@ class InitConfig:
     io_count: int = 16
     io_bs: int = 4096
     wait_seconds: int = 120
+    boot_trace: bool = False
 
 
 _INIT = r'''#!/bin/busybox sh
@@ -126,6 +127,7 @@ IO=@IO@
 IO_COUNT=@IO_COUNT@
 IO_BS=@IO_BS@
 WAIT=@WAIT@
+BOOT_TRACE=@BOOT_TRACE@
 /bin/busybox mkdir -p /proc /sys /dev /tmp /lab
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -142,6 +144,8 @@ uname -r > $L/uname-r
 uname -a > $L/uname-a
 
 T=/sys/kernel/tracing
+# the trace started on the kernel command line (ftrace=...), before it is reset
+[ "$BOOT_TRACE" = 1 ] && [ -r $T/trace ] && cat $T/trace > $L/trace.boot
 if [ -n "$TRACE" ] && [ -w $T/set_ftrace_filter ]; then
   echo 0 > $T/tracing_on
   echo nop > $T/current_tracer
@@ -263,6 +267,7 @@ def init_script(cfg: InitConfig) -> str:
     for key, value in {"MODULES": mods, "TRACE": trace, "NVME": str(int(cfg.nvme)),
                        "IO": "1" if cfg.io else "0", "IO_COUNT": str(int(cfg.io_count)),
                        "IO_BS": str(int(cfg.io_bs)), "WAIT": str(int(cfg.wait_seconds)),
+                       "BOOT_TRACE": "1" if cfg.boot_trace else "0",
                        "BEGIN": DUMP_BEGIN, "END": DUMP_END}.items():
         out = out.replace(f"@{key}@", value)
     return out

@@ -75,6 +75,7 @@ class CachedKernel:
     upstream: str
     packages: list[dict]
     modules: list[str]
+    build: dict | None = None     # for kernels built by numalab lab build-kernel
 
     @property
     def vmlinuz(self) -> Path:
@@ -420,7 +421,8 @@ def _load_cached(d: Path) -> CachedKernel | None:
     if not (d / "vmlinuz").is_file():
         return None
     return CachedKernel(release=meta["release"], dir=d, upstream=meta.get("upstream", ""),
-                        packages=meta.get("packages", []), modules=meta.get("modules", []))
+                        packages=meta.get("packages", []), modules=meta.get("modules", []),
+                        build=meta.get("build"))
 
 
 def cached_kernels() -> list[CachedKernel]:

@@ -5,6 +5,15 @@ queue, each NVMe controller's managed interrupt mask as the booted kernel set
 it and as the port of that kernel version computes it, with their equality;
 :func:`probe_table` lists where each ``nvme_probe`` ran (CPU and kworker) as
 the kernel's function tracer recorded it.
+
+For kernels built by ``numalab lab build-kernel`` the manifest names the
+patch: a dump of the rotate build (patch 004) is compared with the port's
+``variant="rotate"``, each controller with the ``spread_offset`` of the
+``group_cpus_evenly()`` call (counted through its traced callers, from
+boot) whose rotate masks are the kernel's (:func:`rotate_offsets`; the
+patch's counter starts at 0 at boot, so the k-th call got offset k);
+:func:`probe_vs_model` sets a dump's real probe placement beside the probe
+model's policy on the same machine.
 """
 
 from __future__ import annotations
@@ -15,9 +24,16 @@ from ..cpumask import format_cpulist
 from ..kernel import versions
 from ..kernel.lib.group_cpus import group_cpus_evenly
 from ..topology import load
-from .dump import read_lab_dump
+from . import LabError
+from .dump import LabDump, TraceLine, read_lab_dump
 
-__all__ = ["mask_table", "probe_table", "dedicated_counts"]
+__all__ = ["mask_table", "probe_table", "dedicated_counts", "PATCH_VARIANTS", "dump_build",
+           "dump_variant", "GROUP_CPUS_CALLERS", "group_cpus_calls", "rotate_offsets", "port_masks",
+           "probe_vs_model", "thread_kind"]
+
+# numalab's patch files (src/numalab/lab/patches/) that change lib/group_cpus.c,
+# and the port's variant for each
+PATCH_VARIANTS = {"004-group-cpus-rotate-7.2.patch": "rotate"}
 
 
 def mask_table(dump: str) -> pd.DataFrame:
@@ -27,17 +43,126 @@ def mask_table(dump: str) -> pd.DataFrame:
     d = read_lab_dump(dump)
     kernel = versions.parse_release(d.kernel_release)
     topo = load(dump)
+    variant = dump_variant(d)
+    offsets = rotate_offsets(d, topo) if variant == "rotate" else {}
     rows = []
     for ctrl in d.nvme:
         io = sorted((q for q in ctrl.irqs if q.queue >= 1), key=lambda q: q.queue)
-        port = list(group_cpus_evenly(len(io), topo, kernel=kernel))
+        off = offsets.get(ctrl.address)
+        port = port_masks(d, ctrl, topo, off)
         for q, m in zip(io, port):
-            rows.append({"dump": d.name, "kernel": kernel, "controller": ctrl.controller,
+            rows.append({"dump": d.name, "kernel": kernel, "variant": variant,
+                         "spread_offset": off, "controller": ctrl.controller,
                          "node": ctrl.node, "queue": q.queue,
                          "kernel_mask": q.smp_affinity_list, "port_mask": format_cpulist(m),
                          "equal": q.smp_affinity == m,
                          "effective_cpu": q.effective_affinity_list})
     return pd.DataFrame(rows)
+
+
+def _dump(d) -> LabDump:
+    return d if isinstance(d, LabDump) else read_lab_dump(d)
+
+
+def dump_build(dump) -> dict | None:
+    """The ``build`` record of a dump's manifest (source package, fragment
+    and patch hashes) for a kernel built by ``numalab lab build-kernel``;
+    None for a Debian binary kernel."""
+    return _dump(dump).manifest.get("kernel", {}).get("build")
+
+
+def dump_variant(dump) -> str:
+    """The port's variant for the kernel of a dump: ``"rotate"`` for a
+    build with patch 004, else ``"mainline"``. Raises LabError for a build
+    with a patch numalab does not know."""
+    b = dump_build(dump) or {}
+    patch = b.get("patch")
+    if not patch:
+        return "mainline"
+    if patch in PATCH_VARIANTS:
+        return PATCH_VARIANTS[patch]
+    if patch.startswith("001-"):        # drivers/pci only: group_cpus.c is mainline
+        return "mainline"
+    raise LabError(f"{_dump(dump).name}: built with {patch}, which numalab's port does not model")
+
+
+# The callers of group_cpus_evenly() in the lab kernel's configuration
+# (kernel/irq/affinity.c, block/blk-mq-cpumap.c; virtio_fs and virtio_vdpa are
+# not built). group_cpus_evenly() itself cannot be traced: lib/Makefile builds
+# lib/ without the ftrace flags (ccflags-remove-$(CONFIG_FUNCTION_TRACER)).
+GROUP_CPUS_CALLERS = ("irq_create_affinity_masks", "blk_mq_map_queues")
+
+
+def group_cpus_calls(dump) -> list[TraceLine]:
+    """The traced calls of :data:`GROUP_CPUS_CALLERS` of a dump, in time
+    order: the boot-time trace (``--boot-trace``, from boot to /init), then
+    the trace /init armed before loading nvme. Each stands for one
+    ``group_cpus_evenly()`` call (nvme's interrupts are one set:
+    ``nvme.write_queues=0``, so ``irq_create_affinity_masks()`` makes one
+    call), so index k is the k-th call since boot, which got
+    ``spread_offset`` k under the rotate patch; :func:`rotate_offsets`
+    checks that against the masks. Raises LabError when the dump did not
+    trace them both ways (the count would not start at boot)."""
+    d = _dump(dump)
+    for key, opt in (("boot_trace", "--boot-trace"), ("trace", "--trace")):
+        missing = [f for f in GROUP_CPUS_CALLERS if f not in d.manifest.get(key, [])]
+        if missing:
+            raise LabError(f"{d.name}: {', '.join(missing)} not traced ({key}); "
+                           f"numalab lab run {opt} {','.join(GROUP_CPUS_CALLERS)}")
+    if d.boot_tracer != "function":
+        raise LabError(f"{d.name}: no function trace from boot in the dump (trace.boot)")
+    calls = [t for t in d.boot_trace if t.function in GROUP_CPUS_CALLERS]
+    calls += sorted((t for t in d.trace if t.function in GROUP_CPUS_CALLERS),
+                    key=lambda t: t.timestamp)
+    return calls
+
+
+def rotate_offsets(dump, topo=None) -> dict[str, int]:
+    """``{PCI address: spread_offset}`` for a dump of the rotate build.
+
+    Each controller gets the index (since boot, in
+    :func:`group_cpus_calls`) of the ``irq_create_affinity_masks()`` call
+    whose rotate-variant masks are exactly the controller's I/O queue masks;
+    each call is used once. (The other calls, ``blk_mq_map_queues()`` for
+    nvme's admin tag set, advance the patch's counter too.) Raises
+    LabError when a controller matches no traced call, or more than one
+    (the trace then cannot tell), so the offsets returned are measured
+    (call counting) and checked (masks), not assumed.
+    """
+    d = _dump(dump)
+    topo = topo if topo is not None else load(d.path)
+    kernel = versions.parse_release(d.kernel_release)
+    calls = group_cpus_calls(d)
+    out: dict[str, int] = {}
+    used: set[int] = set()
+    for ctrl in d.nvme:
+        io = sorted((q for q in ctrl.irqs if q.queue >= 1), key=lambda q: q.queue)
+        real = [q.smp_affinity for q in io]
+        hits = [k for k, c in enumerate(calls) if k not in used and
+                c.function == "irq_create_affinity_masks" and
+                list(group_cpus_evenly(len(io), topo, "rotate", k, kernel=kernel)) == real]
+        if len(hits) != 1:
+            raise LabError(f"{d.name}: {ctrl.controller} ({ctrl.address}) matches "
+                           f"{'no' if not hits else len(hits)} of the {len(calls)} "
+                           f"group_cpus_evenly() calls traced{' ' + str(hits) if hits else ''}")
+        out[ctrl.address] = hits[0]
+        used.add(hits[0])
+    return out
+
+
+def port_masks(dump, ctrl, topo=None, spread_offset: int | None = None) -> list[int]:
+    """The port's masks for controller ``ctrl`` of a dump: the dump's
+    kernel version and variant (:func:`dump_variant`), with
+    ``spread_offset`` (from :func:`rotate_offsets`) for the rotate build."""
+    d = _dump(dump)
+    topo = topo if topo is not None else load(d.path)
+    kernel = versions.parse_release(d.kernel_release)
+    n = sum(1 for q in ctrl.irqs if q.queue is not None and q.queue >= 1)
+    if dump_variant(d) == "rotate":
+        if spread_offset is None:
+            spread_offset = rotate_offsets(d, topo)[ctrl.address]
+        return list(group_cpus_evenly(n, topo, "rotate", spread_offset, kernel=kernel))
+    return list(group_cpus_evenly(n, topo, kernel=kernel))
 
 
 def dedicated_counts(dump: str) -> pd.Series:
@@ -54,8 +179,54 @@ def dedicated_counts(dump: str) -> pd.Series:
 
 
 def probe_table(dump: str) -> pd.DataFrame:
-    """One row per traced ``nvme_probe``: dump, kernel, cpu, comm, caller."""
+    """One row per traced ``nvme_probe``: dump, kernel, patch (of a built
+    kernel, else None), cpu, comm, thread_kind, caller."""
     d = read_lab_dump(dump)
     kernel = versions.parse_release(d.kernel_release)
-    return pd.DataFrame([{"dump": d.name, "kernel": kernel, "cpu": t.cpu, "comm": t.comm,
+    patch = (dump_build(d) or {}).get("patch")
+    return pd.DataFrame([{"dump": d.name, "kernel": kernel, "patch": patch, "cpu": t.cpu,
+                          "comm": t.comm, "thread_kind": thread_kind(t.comm),
                           "caller": t.parent} for t in d.trace if t.function == "nvme_probe"])
+
+
+def thread_kind(comm: str) -> str:
+    """What a kernel thread's name says it is, in the probe model's words:
+    ``kworker/CPU:ID`` -> ``"bound kworker"``, ``kworker/uPOOL:ID`` ->
+    ``"unbound kworker"``, anything else -> ``"other"``.
+
+    >>> thread_kind("kworker/0:1"), thread_kind("kworker/u33:2"), thread_kind("insmod")
+    ('bound kworker', 'unbound kworker', 'other')
+    """
+    import re
+    if re.fullmatch(r"kworker/\d+:\d+H?", comm):
+        return "bound kworker"
+    if re.fullmatch(r"kworker/u\d+:\d+", comm):
+        return "unbound kworker"
+    return "other"
+
+
+def probe_vs_model(dump: str, policy: str, seed: int = 0) -> pd.DataFrame:
+    """A dump's traced ``nvme_probe`` calls beside the probe model's
+    placement under ``policy`` on the dump's own machine: one asynchronous
+    PCI probe per NVMe controller on its node (nvme prefers asynchronous
+    probing); the kernel's rows in time order, the model's in device order.
+    Columns: real_cpu, real_comm, real_kind, real_node, model_cpu,
+    model_thread, model_kind, model_node, same_kind, same_node (the probing
+    CPU's node), same_cpu."""
+    from ..models.probe import Device, simulate
+    d = read_lab_dump(dump)
+    topo = load(dump)
+    probes = sorted((t for t in d.trace if t.function == "nvme_probe"), key=lambda t: t.timestamp)
+    devs = [Device(f"nvme{i}", "pci", c.node, "async", 5, 5) for i, c in enumerate(d.nvme)]
+    run = simulate(topo, devs, policy, seed=seed)
+    node_of = {c: cpu.node for c, cpu in topo.cpus.items()}
+    rows = []
+    for t, p in zip(probes, run.probes):
+        rows.append({"dump": d.name, "policy": run.policy, "real_cpu": t.cpu,
+                     "real_comm": t.comm, "real_kind": thread_kind(t.comm),
+                     "real_node": node_of.get(t.cpu), "model_cpu": p.cpu,
+                     "model_thread": p.thread, "model_kind": p.thread_kind,
+                     "model_node": p.cpu_node,
+                     "same_kind": thread_kind(t.comm) == p.thread_kind,
+                     "same_node": node_of.get(t.cpu) == p.cpu_node, "same_cpu": t.cpu == p.cpu})
+    return pd.DataFrame(rows)

@@ -34,7 +34,7 @@ from .qemu import KERNEL_APPEND, nvme_layout, qemu_command
 from .spec import LabMachine, NvmeSpec
 
 __all__ = ["run_lab", "write_lab_dump", "LabOptions", "find_qemu", "OOPS",
-           "default_output_name"]
+           "default_output_name", "boot_trace_append"]
 
 QEMU = "qemu-system-x86_64"
 OOPS = re.compile(r"(Oops: |Kernel panic|kernel BUG at|BUG: unable|BUG: kernel|"
@@ -54,6 +54,7 @@ class LabOptions:
     timeout: float = 600.0
     accel: str = "tcg"
     retries: int = 1
+    boot_trace: tuple[str, ...] = ()   # built-in functions traced from boot (ftrace= on the command line)
 
 
 def find_qemu() -> str:
@@ -206,7 +207,28 @@ def _unpack_guest(blob: bytes) -> dict[str, bytes]:
 _EXTRAS = {"trace": "trace", "set_ftrace_filter": "set_ftrace_filter",
            "trace-filters": "trace-filters", "uname-r": "uname-r", "uname-a": "uname-a",
            "dmesg": "dmesg", "modules": "modules", "interrupts.before": "interrupts.before",
-           "interrupts.after": "interrupts.after", "io": "io", "done": "done"}
+           "interrupts.after": "interrupts.after", "io": "io", "done": "done",
+           "trace.boot": "trace.boot"}
+
+
+def boot_trace_append(functions) -> str:
+    """Kernel command-line words that start the function tracer at boot
+    on ``functions`` (built-in functions only: a module is not loaded yet);
+    ``""`` for none. The guest's /init saves that trace as ``trace.boot``
+    before it arms its own.
+
+    >>> boot_trace_append(["group_cpus_evenly", "irq_create_affinity_masks"])
+    ' ftrace=function ftrace_filter=group_cpus_evenly,irq_create_affinity_masks trace_buf_size=256K'
+    >>> boot_trace_append([])
+    ''
+    """
+    fs = [f for f in functions if f]
+    for f in fs:
+        if not re.fullmatch(r"[A-Za-z0-9_.]+", f):
+            raise LabError(f"boot trace function {f!r}: letters, digits, _ and . only")
+    if not fs:
+        return ""
+    return f" ftrace=function ftrace_filter={','.join(fs)} trace_buf_size=256K"
 
 
 def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
@@ -231,10 +253,16 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     if options.accel not in ("tcg", "kvm"):
         raise LabError(f"--accel {options.accel!r}: tcg or kvm")
 
-    k = fetch_kernel(kernel, progress=say)
+    if kernel.startswith("built:"):
+        from .build import find_built
+        k = find_built(kernel[len("built:"):])
+    else:
+        k = fetch_kernel(kernel, progress=say)
     fetch_s = time.monotonic() - t0
     cfg = InitConfig(modules=tuple(k.modules), trace=tuple(options.trace), nvme=len(layout),
-                     io=options.io, io_count=options.io_count)
+                     io=options.io, io_count=options.io_count,
+                     boot_trace=bool(options.boot_trace))
+    append = KERNEL_APPEND + boot_trace_append(options.boot_trace)
     busybox = find_busybox(progress=say)
     modules = {m: k.module_path(m).read_bytes() for m in k.modules}
     initrd = build_initramfs(modules, cfg, busybox)
@@ -251,7 +279,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
         tries = 1 + max(0, options.retries)
         while len(attempts) < tries + (1 if accel == "kvm" else 0):
             cmd = qemu_command(machine, options.devices, str(image), str(initrd),
-                               str(console), str(chan), accel=accel, qemu=qemu)
+                               str(console), str(chan), accel=accel, qemu=qemu, append=append)
             say(f"booting {k.release} on {machine.ncpus} vCPUs, {machine.nnodes} node(s), "
                 f"{len(layout)} NVMe ({accel})")
             b = _boot(cmd, console, chan, options.timeout, say,
@@ -294,9 +322,10 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             "numalab_version": __version__,
             "created_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "kernel": {"release": k.release, "upstream": k.upstream, "packages": k.packages,
-                       "modules_loaded": k.modules},
+                       "modules_loaded": k.modules,
+                       **({"build": k.build} if k.build else {})},
             "qemu": {"version": qemu_version(qemu), "accel": accel, "command": shown,
-                     "append": KERNEL_APPEND,
+                     "append": append,
                      "boot": how + (" (the bzImage's vmlinux, decompressed on the host, "
                                     "started at its PVH entry)" if how == "pvh" else "")},
             "topology": machine.as_dict(),
@@ -305,6 +334,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
                         for d in layout],
             "nvme_options": [f"{s.count}@{s.node}:{s.queues}" for s in options.devices],
             "trace": list(options.trace),
+            **({"boot_trace": list(options.boot_trace)} if options.boot_trace else {}),
             "io": io_info,
             "attempts": attempts,
             "seconds": {"fetch": round(fetch_s, 1), "boot_and_collect": round(b.seconds, 1)},

@@ -437,6 +437,7 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
     import pandas as pd
     from ..datasets import lab_datasets
     from ..lab.dump import read_lab_dump
+    from ..lab.oracle import dump_build
     from ..kernel import versions
     from ..topology import load
     paths = lab_datasets() if dumps is None else dumps
@@ -451,10 +452,13 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
         topo = load(path)
         devs = [dataclasses.replace(tmpl, name=f"nvme{i}", node=c.node, driver="nvme")
                 for i, c in enumerate(d.nvme)]
-        run = simulate(topo, devs, LAB_POLICY[kernel], seed=seed)
+        # a kernel built with the PCI patch (001) runs the patched policy
+        patch = ((dump_build(path) or {}).get("patch") or "")
+        policy = "pf-wq-worker" if patch.startswith("001-") else LAB_POLICY[kernel]
+        run = simulate(topo, devs, policy, seed=seed)
         meas = sorted((t.cpu, thread_kind(t.comm)) for t in traced)
         mod = sorted((p.cpu, p.thread_kind) for p in run.probes)
-        rows.append({"dump": d.name, "kernel": kernel, "policy": LAB_POLICY[kernel],
+        rows.append({"dump": d.name, "kernel": kernel, "policy": policy,
                      "devices": len(devs),
                      "measured_cpus": ",".join(str(c) for c, _ in meas),
                      "model_cpus": ",".join(str(c) for c, _ in mod),
