@@ -94,9 +94,6 @@ def test_rotate_pair_on_the_patch_example():
     fragment: every controller's masks are the rotate port's for the
     spread_offset its traced group_cpus_evenly() call got, the offsets are
     the call counts since boot, and the stacking of dedicated vectors drops."""
-    if not _built("004-", "7.2"):
-        pytest.skip("no lab dump of the rotate-patched 7.2 build is committed yet "
-                    "(data/lab/README.md says how to make it)")
     (plain,), (rot,) = _built(None, "7.2"), _built("004-", "7.2")
     bp, br = dump_build(plain), dump_build(rot)
     assert (bp["source_sha256"], bp["fragment_sha256"]) == (br["source_sha256"],
