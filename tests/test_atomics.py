@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from numalab import atomics
+from numalab.measure import atomics
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""blk-mq and managed-IRQ ports against real dumps (models/blkmq.py)."""
+"""blk-mq and managed-IRQ ports against real dumps (models/irq/blkmq.py)."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import pytest
 
 from numalab.datasets import hwloc_dir, project_datasets
 from numalab.kernel.lib.group_cpus import group_cpus_evenly
-from numalab.models.blkmq import (blk_mq_map_queues, blk_mq_map_queues_legacy, compare_blk_mq,
+from numalab.models.irq.blkmq import (blk_mq_map_queues, blk_mq_map_queues_legacy, compare_blk_mq,
                                   compare_irqs, hctx_masks, irq_create_affinity_masks,
                                   managed_vectors)
 from numalab.topology import load
@@ -89,7 +89,7 @@ def test_empty_mask_fails_alloc_descs_on_the_hybrid_dump():
     masks of the same call pass."""
     from pathlib import Path
 
-    from numalab.models.blkmq import EINVAL, alloc_descs, msix_allocation
+    from numalab.models.irq.blkmq import EINVAL, alloc_descs, msix_allocation
     from numalab.topology import load
     p = Path(__file__).resolve().parents[1] / "data" / "hwloc" / "linux" / \
         "20em64t-hybrid-1p6c2t+2ca4co1t.tar.bz2"

@@ -3,8 +3,8 @@
 
 import pytest
 
-from numalab.models import devmem as D
-from numalab.models.refcount import Latencies, percpu_expected, relation, simulate
+from numalab.models.refcount import devmem as D
+from numalab.models.refcount.sim import Latencies, percpu_expected, relation, simulate
 from numalab.topology import load
 
 
@@ -183,7 +183,7 @@ def test_dump_with_bench_json_reaches_meta(tmp_path):
 def test_collect_bench_and_bench_atomics_cli(tmp_path, capsys):
     import json
 
-    from numalab import atomics
+    from numalab.measure import atomics
     from numalab.cli import main
 
     try:

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from numalab.models.evidence import difference
+from numalab.evidence.welch import difference
 
 
 def test_idle_mask_claim_is_suggestive_only():

@@ -9,7 +9,7 @@ from numalab import evidence as ev
 from numalab.bookpages import guide_page, provenance_section
 from numalab.errors import NumalabError
 from numalab.evidence.findings import MIME, Finding, collect_findings, render_guide
-from numalab.models import machine_text as T
+from numalab.models.machine import text as T
 from numalab.topology import load
 
 
@@ -98,7 +98,7 @@ def test_bad_labels_are_refused():
 def test_chapter_one_claims_fail_on_a_contradiction(monkeypatch):
     t = load("numa:2 core:2 pu:1")
     assert T.check_hop_claims({"m": t}) == 1
-    import numalab.models.machine_text as mt
+    import numalab.models.machine.text as mt
     monkeypatch.setattr(mt, "for_each_node_numadist", lambda topo, n: [1, 0] if n == 0 else [0, 1])
     with pytest.raises(ev.ClaimFailed, match="by distance, then by node id"):
         T.check_hop_claims({"m": t})
@@ -113,7 +113,7 @@ def test_chapter_one_sentences_follow_the_data():
     assert "3 hop levels add 1, 2, 1 CPUs" in T.describe_hops("r", ring, 0)
     assert "meet 4 ties" in T.describe_walk("r", ring)
     assert "never decide" in T.describe_walk("a", two)
-    from numalab.models.machine import compare_machines
+    from numalab.models.machine.tables import compare_machines
     cmp = compare_machines({"a": two, "r": ring})
     text = T.describe_collection(cmp)
     assert "Of the 2 machines of this build, 2 have more than one node" in text

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from numalab import cli, datasets
-from numalab.bench import GROUP_CPUS_CASES
+from numalab.measure.bench import GROUP_CPUS_CASES
 from numalab.cpumask import cpus as bits
 from numalab.cpumask import format_cpulist, parse_cpulist
 from numalab.kernel import versions
 from numalab.kernel.lib import group_cpus as gc
 from numalab.kernel.lib.group_cpus import (CpuTopo, ZeroGroupsError, group_cpus_evenly,
                                            prepare, spread_devices)
-from numalab.models.irq_load import crossing_groups, irq_load, metrics
+from numalab.models.irq.load import crossing_groups, irq_load, metrics
 from numalab.topology import load
 from numalab.topology.model import CPU, Node, Topology
 
@@ -367,7 +367,7 @@ def test_cli_kernel_option(capsys):
 
 @pytest.mark.parametrize("variant", ["block", "balance"])
 def test_cli_alternatives(variant, capsys):
-    from numalab.models.irq_alternative import balance_devices, block_devices
+    from numalab.models.irq.alternative import balance_devices, block_devices
     rc = cli.main(["group-cpus", SEED_SHAPE, "--groups", "62", "--devices", "6",
                    "--variant", variant, "--json"])
     assert rc == 0
@@ -411,7 +411,7 @@ def test_bench_command_runs(capsys):
 
 
 def test_bench_sweep_is_deterministic():
-    from numalab.bench import run_group_cpus_sweep
+    from numalab.measure.bench import run_group_cpus_sweep
     a = run_group_cpus_sweep(60, jobs=1, seed=3)
     b = run_group_cpus_sweep(60, jobs=2, seed=3)
     assert a["configurations"] == b["configurations"] == 60

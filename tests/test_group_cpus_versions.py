@@ -15,8 +15,8 @@ import pytest
 from numalab.cpumask import format_cpulist
 from numalab.kernel import versions
 from numalab.kernel.lib.group_cpus import group_cpus_evenly, spread_devices
-from numalab.models.blkmq import blk_mq_map_queues
-from numalab.models.irq_load import irq_load
+from numalab.models.irq.blkmq import blk_mq_map_queues
+from numalab.models.irq.load import irq_load
 from numalab.topology import load
 from numalab.topology.model import CPU, Node, Topology
 

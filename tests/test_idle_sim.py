@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from numalab.kernel.sched.ext_idle import SCX_PICK_IDLE_IN_NODE
-from numalab.models.idle_sim import (
+from numalab.models.idle.sim import (
     SEED_AFTER_S,
     SEED_BEFORE_S,
     SimParams,
@@ -151,7 +151,7 @@ def test_cli_idle_json_and_errors(capsys):
 
 def test_latency_from_atomics_bench_record():
     """The round trips that `numalab bench atomics` stores feed the cost model (halved)."""
-    from numalab.models.idle_sim import latency_from_bench
+    from numalab.models.idle.sim import latency_from_bench
     from numalab.topology import load
 
     t = load("numa:2 core:2 pu:1")
@@ -218,7 +218,7 @@ def test_remote_copies_cost_local_writers():
 
 
 def test_ia64_cannot_run_sched_ext():
-    from numalab.models.idle_sim import sched_ext_capable
+    from numalab.models.idle.sim import sched_ext_capable
     t = machine(2, 2, 1).replace(arch="ia64")
     ok, why = sched_ext_capable(t)
     assert not ok and "IA-64" in why

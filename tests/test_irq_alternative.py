@@ -1,12 +1,12 @@
-"""Our alternatives to the rotate patch (models/irq_alternative.py)."""
+"""Our alternatives to the rotate patch (models/irq/alternative.py)."""
 
 import pytest
 
 from numalab.kernel.lib.group_cpus import group_cpus_evenly
-from numalab.models.irq_alternative import (Balancer, balance_devices, block_devices,
+from numalab.models.irq.alternative import (Balancer, balance_devices, block_devices,
                                             block_groups, kernel_block_counts, split_block)
-from numalab.models.irq_bound import bound_milp, node_plans
-from numalab.models.irq_load import irq_load
+from numalab.models.irq.bound import bound_milp, node_plans
+from numalab.models.irq.load import irq_load
 from numalab.topology import load
 
 SEED = "numa:2 cluster:24 core:2 pu:1"

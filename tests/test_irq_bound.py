@@ -1,13 +1,13 @@
-"""The lower bound on dedicated vectors per CPU (models/irq_bound.py)."""
+"""The lower bound on dedicated vectors per CPU (models/irq/bound.py)."""
 
 import itertools
 
 import pytest
 
 from numalab.kernel.lib.group_cpus import group_cpus_evenly, spread_devices
-from numalab.models.irq_bound import (bound_closed_form, bound_milp, min_dedicated_one_device,
+from numalab.models.irq.bound import (bound_closed_form, bound_milp, min_dedicated_one_device,
                                       node_plans, optimal_groups)
-from numalab.models.irq_load import irq_load
+from numalab.models.irq.load import irq_load
 from numalab.topology import load
 
 SEED = "numa:2 cluster:24 core:2 pu:1"

@@ -1,11 +1,11 @@
-"""The routing-based queueing model (numalab.models.irq_queueing)."""
+"""The routing-based queueing model (numalab.models.irq.queueing)."""
 
 import pytest
 
-from numalab.models.irq_queueing import (PLACEMENTS, SEED_MEASUREMENT, compare, degradation,
+from numalab.models.irq.queueing import (PLACEMENTS, SEED_MEASUREMENT, compare, degradation,
                                          disk_iops, gap_grid, job_cpus, slowdown, unpinned_load)
-from numalab.models.irq_routing import effective_cpus
-from numalab.models.irq_sweep import device_groups
+from numalab.models.irq.routing import effective_cpus
+from numalab.models.irq.sweep import device_groups
 from numalab.topology import load
 
 SEED = "numa:2 cluster:24 core:2 pu:1"

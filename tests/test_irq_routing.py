@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from numalab.lab.dump import read_lab_dump
-from numalab.models.irq_routing import (effective_consistency, effective_cpus, hw_queue_map,
+from numalab.models.irq.routing import (effective_consistency, effective_cpus, hw_queue_map,
                                         interrupt_counts, lab_io_counts, lab_routing_table)
 
 LAB = Path(__file__).resolve().parents[1] / "data" / "lab"

@@ -1,12 +1,12 @@
-"""Sweeps (models/irq_sweep.py)."""
+"""Sweeps (models/irq/sweep.py)."""
 
 import time
 
 import pytest
 
 from numalab.datasets import hwloc_datasets, project_datasets
-from numalab.models.irq_load import crossing_groups
-from numalab.models.irq_sweep import (VARIANTS, crossing, device_groups, evaluate, machine_devices,
+from numalab.models.irq.load import crossing_groups
+from numalab.models.irq.sweep import (VARIANTS, crossing, device_groups, evaluate, machine_devices,
                                       per_cpu_table, sweep_datasets, sweep_machine_devices,
                                       sweep_synthetic, synthetic_configs)
 from numalab.topology import load
@@ -111,7 +111,7 @@ def test_real_datasets_and_their_devices():
 
 
 def test_uneven_clusters_make_rotate_lose_groups_and_mainline_never():
-    from numalab.models.irq_sweep import sweep_uneven
+    from numalab.models.irq.sweep import sweep_uneven
     df = sweep_uneven([(4, 4, 2, 2), (8, 1), (2, 2, 2, 2)], nodes=[1, 2])
     main = df[df.variant == "mainline"]
     rot = df[df.variant == "rotate"]
@@ -121,7 +121,7 @@ def test_uneven_clusters_make_rotate_lose_groups_and_mainline_never():
 
 
 def test_offset_distribution_spans_bound_to_mainline():
-    from numalab.models.irq_sweep import offset_distribution
+    from numalab.models.irq.sweep import offset_distribution
     t = load("numa:2 cluster:24 core:2 pu:1")
     od = offset_distribution(t, 62, 6, sets=60, seed=1)
     assert od.equals(offset_distribution(t, 62, 6, sets=60, seed=1))

@@ -8,7 +8,7 @@ import pytest
 from numalab.cpumask import parse_cpulist
 from numalab.datasets import hwloc_dir
 from numalab.kernel.sched.topology import for_each_numa_hop_mask, sched_init_numa
-from numalab.models.machine import (MACHINE_TABLE_COLUMNS, compare_machines, distance_table,
+from numalab.models.machine.tables import (MACHINE_TABLE_COLUMNS, compare_machines, distance_table,
                                     hierarchy_rects, hierarchy_table, hop_order_table,
                                     level_order, machine_table, node_pair_table, pick_contrast,
                                     pick_focus)

@@ -73,7 +73,7 @@ def test_bad_cpu_is_an_error(lib):
 def test_collect_bench_stores_idle_inputs(monkeypatch, tmp_path):
     """`numalab collect --bench` puts the record next to the atomics one, and
     a dump read back exposes it to chapter 4."""
-    import numalab.atomics as atomics
+    import numalab.measure.atomics as atomics
     import numalab.measure as measure
     from numalab.cli import main
     from numalab.topology import load
@@ -89,5 +89,5 @@ def test_collect_bench_stores_idle_inputs(monkeypatch, tmp_path):
 
 
 def test_bench_target_is_registered():
-    from numalab.bench import targets
+    from numalab.measure.bench import targets
     assert "idle-inputs" in targets()

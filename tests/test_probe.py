@@ -12,8 +12,9 @@ from numalab.kernel.sched.isolation import (HK_TYPE_DOMAIN, HK_TYPE_WQ, Housekee
                                                    housekeeping_cpumask)
 from numalab.kernel.workqueue import (WORK_CPU_UNBOUND, cpumask_any_and,
                                              select_numa_node_cpu, unbound_pod_cpus)
-from numalab.models.probe import (POLICIES, Device, Params, ProbeModelError, machine,
-                                  policy_name, remote_factor, simulate, sweep, thread_table)
+from numalab.models.probe.sim import (POLICIES, Device, Params, ProbeModelError, machine,
+                                  policy_name, remote_factor, simulate, thread_table)
+from numalab.models.probe.sweep import sweep
 from numalab.topology.model import CPU, Node, Topology
 
 
@@ -222,7 +223,7 @@ def test_sweep_shape_and_monotonic():
     assert a.is_monotonic_increasing
     # (a) grows about linearly: one CPU does all the CPU work of a node
     slope = (a[24] - a[8]) / 16
-    from numalab.models.probe_calibrate import NVME_FIT
+    from numalab.models.probe.calibrate import NVME_FIT
     assert slope == pytest.approx(NVME_FIT["cpu_ms"], rel=0.1)
     # (b) stays flat while devices <= CPUs per node, then grows
     assert b[1] == pytest.approx(b[8], rel=1e-6)
@@ -277,7 +278,8 @@ def test_cli_policy_error(capsys):
 
 
 def test_sweep_machines_rows_and_speedups():
-    from numalab.models.probe import machine, sweep_machines
+    from numalab.models.probe.sim import machine
+    from numalab.models.probe.sweep import sweep_machines
     big, small = machine(2, 16), machine(2, 2)
     df = sweep_machines({"big": big, "small": small}, devices_per_node=(1, 8))
     assert len(df) == 2 * 2 * 2
@@ -290,7 +292,7 @@ def test_sweep_machines_rows_and_speedups():
 def test_probe_cpu_skips_offline_cpus_listed_in_a_node():
     """A dump's node cpulist may list a CPU that is offline; the kernel's
     cpumask_of_node() would not, and the probe must not land there."""
-    from numalab.models.probe import Device, machine, simulate
+    from numalab.models.probe.sim import Device, machine, simulate
     t = machine(2, 4)
     t = t.replace(online=t.online & ~1, cpus={c: v for c, v in t.cpus.items() if c != 0})
     run = simulate(t, [Device("nvme0", node=0, probe_type="async", cpu_ms=1, wait_ms=1)],

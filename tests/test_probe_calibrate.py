@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from numalab.models.probe_calibrate import (NVME_FIT, PUBLISHED, catalogue, fit_nvme,
+from numalab.models.probe.calibrate import (NVME_FIT, PUBLISHED, catalogue, fit_nvme,
                                             reproduce, seed_machine)
 
 # Per-probe tolerances on |model / published - 1|. The two published runs of
@@ -72,7 +72,7 @@ def test_catalogue_kinds():
 # -- issue 15: held-out test and placement ----------------------------------------
 
 def test_held_out_fit_on_one_posting_predicts_the_other():
-    from numalab.models.probe_calibrate import held_out_nvme, nvme_scenarios
+    from numalab.models.probe.calibrate import held_out_nvme, nvme_scenarios
     fit1 = fit_nvme(rounds=(2, 4), sources=("fix",))
     ho = held_out_nvme(fit1, held="series")
     assert len(ho) == 6 and set(ho.phase) == {"before", "after"}
@@ -88,7 +88,7 @@ def test_held_out_fit_on_one_posting_predicts_the_other():
 
 
 def test_placement_against_published_lines():
-    from numalab.models.probe_calibrate import placement, thread_kind
+    from numalab.models.probe.calibrate import placement, thread_kind
     assert thread_kind("kworker/u1025:5") == "unbound kworker"
     assert thread_kind("kworker/0:4") == "bound kworker"
     pl = placement(reproduce())
@@ -100,7 +100,7 @@ def test_placement_against_published_lines():
 
 
 def test_lab_placement_matches_traces():
-    from numalab.models.probe_calibrate import lab_placement
+    from numalab.models.probe.calibrate import lab_placement
     lp = lab_placement()
     if lp.empty:
         pytest.skip("no lab dump with a probe trace in this checkout")

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from numalab import published as P
-from numalab.models.devmem import SEED_KPERF, SEED_THROUGHPUT, parse_kperf
-from numalab.models.probe_calibrate import PUBLISHED, SEED_FILES, parse_seed, seed_text
+from numalab.models.refcount.devmem import SEED_KPERF, SEED_THROUGHPUT, parse_kperf
+from numalab.models.probe.calibrate import PUBLISHED, SEED_FILES, parse_seed, seed_text
 
 SEEDS = {"000": "000_dccbd2dd19606f08.txt", "001": "001_896d51b16a53b501.txt",
          "002": "002_21e9fc63aae7b5a5.txt", "003": "003_2df4d2adce8fff4a.txt",

@@ -2,7 +2,7 @@
 
 import pytest
 
-from numalab.models.refcount import Latencies, relation, simulate, sweep_flows, transfer_ns
+from numalab.models.refcount.sim import Latencies, relation, simulate, sweep_flows, transfer_ns
 from numalab.topology.model import CPU, Node, Topology
 
 
@@ -108,7 +108,7 @@ def test_local_cost_per_cpu():
 def test_bench_comparison_labels_and_inputs():
     """One-thread rows reproduce the benchmark by construction (fitted); the
     two-thread rows are predictions, one per hand-off window."""
-    from numalab.models.refcount import bench_comparison
+    from numalab.models.refcount.sim import bench_comparison
     t = box(nodes=1, per_node=2)
 
     def row(n, work, counter, op, mops, ns):

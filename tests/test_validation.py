@@ -23,10 +23,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from numalab import atomics, bench
+from numalab.measure import atomics, bench
 from numalab.cli import main, make_parser
 from numalab.errors import NumalabError, ParameterError
-from numalab.models import devmem, idle_sim, probe, refcount
+from numalab.models.idle import sim as idle_sim
+from numalab.models.probe import sim as probe
+from numalab.models.refcount import devmem
+from numalab.models.refcount import sim as refcount
 from numalab.topology import load
 from numalab.validate import (MAX_SEED, budget, integer, number, one_of, option_integer,
                               option_number, option_seed, seed)

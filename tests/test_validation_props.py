@@ -44,7 +44,8 @@ SETTINGS = settings(derandomize=True, deadline=None, database=None,
 @pytest.fixture(scope="module", autouse=True)
 def small_budgets():
     from numalab.commands import group_cpus
-    from numalab.models import idle_sim, refcount
+    from numalab.models.idle import sim as idle_sim
+    from numalab.models.refcount import sim as refcount
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(idle_sim, "MAX_WAKEUPS", 2e4)
         mp.setattr(refcount, "MAX_EVENTS", 1e5)
@@ -255,7 +256,7 @@ def topo():
                 "seed": st.integers(0, 100)}, odd_value()),
        policy=st.sampled_from(["mainline", "c", "d", "b"]))
 def test_probe_api(v, policy):
-    from numalab.models.probe import Device, Params, machine, simulate
+    from numalab.models.probe.sim import Device, Params, machine, simulate
 
     def call():
         params = Params(alpha=v["alpha"], background=v["background"],
@@ -277,7 +278,7 @@ def test_probe_api(v, policy):
                 "seed": st.integers(0, 100)}, odd_value()),
        per_node=st.booleans())
 def test_idle_api(topo, v, per_node):
-    from numalab.models.idle_sim import simulate
+    from numalab.models.idle.sim import simulate
     kw = {k: x for k, x in v.items() if k not in ("lat", "seed")}
 
     def call():
@@ -305,7 +306,7 @@ def test_group_cpus_api(topo, v, variant):
                 "op_local": st.floats(0.5, 10), "seed": st.integers(0, 100)}, odd_value()),
        mode=st.sampled_from(["shared", "percpu", "x"]), per_cpu=st.booleans())
 def test_refcount_api(topo, v, mode, per_cpu):
-    from numalab.models.refcount import Latencies, percpu_expected, simulate
+    from numalab.models.refcount.sim import Latencies, percpu_expected, simulate
 
     def call():
         lat = Latencies(op_local_ns=v["op_local"])
@@ -330,7 +331,7 @@ def test_refcount_api(topo, v, mode, per_cpu):
                 "share": st.floats(0, 1)}, odd_value()),
        mode=st.sampled_from(["shared", "percpu"]))
 def test_devmem_api(topo, v, mode):
-    from numalab.models.devmem import Calibration, Scenario, simulate_devmem
+    from numalab.models.refcount.devmem import Calibration, Scenario, simulate_devmem
 
     def call():
         sc = Scenario(message_bytes=v["message"], app_put_share=v["share"])

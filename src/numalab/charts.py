@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from .models.machine import (LEVELS, compare_machines, distance_table, hierarchy_rects,
+from .models.machine.tables import (LEVELS, compare_machines, distance_table, hierarchy_rects,
                              level_order, node_pair_table)
 from .topology.model import Topology
 

@@ -1,6 +1,6 @@
 """``numalab bench TARGET [options] [--json]``: time the models on this machine.
 
-Targets come from :mod:`numalab.bench` (``group-cpus`` today); each has
+Targets come from :mod:`numalab.measure.bench` (``group-cpus`` today); each has
 its own options, see ``numalab bench TARGET --help``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from ..bench import targets
+from ..measure.bench import targets
 
 
 def add_parser(sub) -> None:

@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
                                   "ARCH-NCPUcpu-NNODESn-DATE; never the host name)")
     p.add_argument("--bench", action="store_true",
                    help="also run the atomics microbenchmark (core-to-core round trips, "
-                        "contended increments; see 'numalab.atomics') and store its result "
+                        "contended increments; see 'numalab.measure.atomics') and store its result "
                         "as NAME/numalab/bench.json; takes a few seconds per CPU pair")
     p.add_argument("--quick", action="store_true",
                    help="with --bench: fewer iterations (noisier, much faster)")
@@ -39,7 +39,7 @@ def _bench_files(quick: bool) -> dict[str, bytes]:
     cannot run."""
     import json
 
-    from ..atomics import run_atomics
+    from ..measure.atomics import run_atomics
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 16 == 0:

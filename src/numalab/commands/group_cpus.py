@@ -5,7 +5,7 @@ modelled kernel, said in the output) for D devices asking for N groups
 each (device d gets ``spread_offset`` d under the rotate variant), prints
 each device's masks and, per CPU, how many groups hold it and how many of
 those are single-CPU ("dedicated") groups. ``block`` and ``balance`` are the
-two placements of :mod:`numalab.models.irq_alternative`, not kernel code.
+two placements of :mod:`numalab.models.irq.alternative`, not kernel code.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..cpumask import format_cpulist
 from ..errors import NumalabError, ParameterError
 from ..kernel import versions
 from ..kernel.lib.group_cpus import VARIANTS, GroupMasks, prepare, spread_devices
-from ..models.irq_load import group_metrics
+from ..models.irq.load import group_metrics
 from ..topology import load
 from ..validate import integer, option_integer
 
@@ -59,9 +59,9 @@ ALTERNATIVES = ("block", "balance")
 
 
 def _alternative(variant: str, topology, groups: int, devices: int) -> list[GroupMasks]:
-    """The masks of :mod:`numalab.models.irq_alternative`'s placements
+    """The masks of :mod:`numalab.models.irq.alternative`'s placements
     (their ``nummasks`` is the number of masks they return)."""
-    from ..models.irq_alternative import balance_devices, block_devices
+    from ..models.irq.alternative import balance_devices, block_devices
     devs = (block_devices if variant == "block" else balance_devices)(topology, groups, devices)
     out = []
     for masks in devs:
@@ -80,7 +80,7 @@ def compute(topology, groups: int, devices: int = 1, variant: str = "mainline",
     version) and ``kernel_source``, ``devices`` (each with its ``masks`` as
     CPU lists, ``nummasks`` and ``spread_offset``), ``per_cpu`` (cpu,
     groups, dedicated) and ``metrics`` (see
-    :func:`numalab.models.irq_load.metrics`).
+    :func:`numalab.models.irq.load.metrics`).
     """
     text = versions.text(kernel)                # UnknownKernelError: one line, exit 2
     if variant not in VARIANTS + ALTERNATIVES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import NumalabError
-from ..models.idle_sim import MAX_MS, RUN_US_RANGE
+from ..models.idle.sim import MAX_MS, RUN_US_RANGE
 from ..validate import option_number, option_seed
 
 
@@ -46,7 +46,7 @@ def add_parser(sub) -> None:
 
 
 def _topology(text: str):
-    from ..models.idle_sim import dgx1, dgx_b200
+    from ..models.idle.sim import dgx1, dgx_b200
     from ..topology import load
     key = text.strip().lower()
     if key in ("dgx-b200", "dgxb200", "b200"):
@@ -57,7 +57,7 @@ def _topology(text: str):
 
 
 def _params(args):
-    from ..models.idle_sim import SimParams
+    from ..models.idle.sim import SimParams
     kw = {}
     if args.load is not None:
         kw["load"] = args.load
@@ -102,7 +102,7 @@ def render(r) -> str:
 
 
 def run(args) -> int:
-    from ..models.idle_sim import compare, simulate
+    from ..models.idle.sim import compare, simulate
     topo = _topology(args.topology)
     try:
         params = _params(args)

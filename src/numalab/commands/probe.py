@@ -1,5 +1,5 @@
 """``numalab probe TOPOLOGY --devices SPEC --policy P``: simulate boot-time
-driver probing on a machine (see :mod:`numalab.models.probe`)."""
+driver probing on a machine (see :mod:`numalab.models.probe.sim`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import re
 
 from ..cpumask import format_cpulist, parse_cpulist
-from ..models.probe import (ALPHA_RANGE, MAX_BACKGROUND, POLICIES, POLICY_ALIASES, Params,
+from ..models.probe.sim import (ALPHA_RANGE, MAX_BACKGROUND, POLICIES, POLICY_ALIASES, Params,
                              ProbeModelError, simulate)
 from ..topology import load
 from ..validate import option_number, option_seed
@@ -35,11 +35,11 @@ def parse_spec(spec: str, topo) -> list:
     """Devices of a SPEC (see ``numalab probe --help``); ProbeModelError on
     anything malformed.
 
-    >>> from numalab.models.probe import machine
+    >>> from numalab.models.probe.sim import machine
     >>> [(d.name, d.node, d.probe_type) for d in parse_spec("nvme:2@node1,usb", machine(2, 4))]
     [('nvme0', 1, 'async'), ('nvme1', 1, 'async'), ('usb0', -1, 'sync')]
     """
-    from ..models.probe_calibrate import catalogue
+    from ..models.probe.calibrate import catalogue
     cat = catalogue()
     devices, counters = [], {}
     items = [x.strip() for x in spec.split(",")]

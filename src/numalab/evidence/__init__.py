@@ -24,10 +24,10 @@ to keep its numbers honest:
   Markdown.
 
 Welch's comparison of two published means stays in
-:mod:`numalab.models.evidence` and is re-exported here.
+:mod:`numalab.evidence.welch` and is re-exported here.
 """
 
-from ..models.evidence import Difference, difference
+from .welch import Difference, difference
 from .calibration import Calibration, Comparison, FittedTargetError
 from .findings import (Finding, collect_findings, finding, kernel_modelled, measured_on,
                        render_guide)

@@ -1,7 +1,7 @@
 """The CPU choices of ``kernel/workqueue.c`` that decide where a probe runs.
 
 Only the choices are ported, not the pools themselves (the event-driven
-pools live in :mod:`numalab.models.probe`):
+pools live in :mod:`numalab.models.probe.sim`):
 
 * :func:`work_on_cpu` target: ``work_on_cpu(cpu, fn, arg)`` queues ``fn`` on
   ``system_percpu_wq`` (formerly ``system_wq``) with ``queue_work_on(cpu)``

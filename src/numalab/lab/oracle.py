@@ -213,7 +213,7 @@ def probe_vs_model(dump: str, policy: str, seed: int = 0) -> pd.DataFrame:
     Columns: real_cpu, real_comm, real_kind, real_node, model_cpu,
     model_thread, model_kind, model_node, same_kind, same_node (the probing
     CPU's node), same_cpu."""
-    from ..models.probe import Device, simulate
+    from ..models.probe.sim import Device, simulate
     d = read_lab_dump(dump)
     topo = load(dump)
     probes = sorted((t for t in d.trace if t.function == "nvme_probe"), key=lambda t: t.timestamp)

@@ -37,7 +37,7 @@ __all__ = ["run_idle_inputs", "run_bitops", "run_idle_rate", "MIN_CPUS_FOR_CURVE
 def run_idle_inputs(quick: bool = False) -> dict:
     """Both measurements as one dict (what ``collect --bench`` stores under
     ``idle_inputs``): ``{"kind", "numalab", "time", "idle_rate", "bitops",
-    "loadavg"}``. Raises :class:`numalab.atomics.BenchUnavailable`-style
+    "loadavg"}``. Raises :class:`numalab.measure.atomics.BenchUnavailable`-style
     errors (NumalabError) where a measurement cannot run at all."""
     t0 = time.time()
     rate = run_idle_rate(quick=quick)

@@ -44,7 +44,7 @@ def render(result: dict) -> str:
 
 
 try:
-    from ..bench import Benchmark, register
+    from .bench import Benchmark, register
 except ImportError:      # pragma: no cover - the bench command is not there
     pass
 else:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..cpumask import cpus as _cpus
-from ..cpumask import format_cpulist
-from ..kernel.sched.topology import (for_each_node_numadist, for_each_numa_hop_mask,
+from ...cpumask import cpus as _cpus
+from ...cpumask import format_cpulist
+from ...kernel.sched.topology import (for_each_node_numadist, for_each_numa_hop_mask,
                                      node_distance, sched_init_numa)
-from ..topology.model import Topology
+from ...topology.model import Topology
 
 __all__ = ["LEVELS", "level_order", "hierarchy_table", "hierarchy_rects", "distance_table",
            "hop_order_table", "node_pair_table", "compare_machines", "reader_notes",
@@ -320,7 +320,7 @@ def machine_table(machines: dict[str, Topology] | pd.DataFrame) -> pd.DataFrame:
     :data:`MACHINE_TABLE_COLUMNS`, so that each machine shows what the reader
     noted about its dump (``note_count``, ``notes``) and the role of its
     facts (``role``: measured, published or assumed; see
-    :func:`numalab.models.machine_text.dataset_role`).
+    :func:`numalab.models.machine.text.dataset_role`).
 
     Input: ``{label: Topology}`` or the frame :func:`compare_machines`
     returned. Output: one row per machine.
@@ -329,7 +329,7 @@ def machine_table(machines: dict[str, Topology] | pd.DataFrame) -> pd.DataFrame:
     >>> list(machine_table({"m": load("numa:2 core:2")}).columns[-2:])
     ['note_count', 'notes']
     """
-    from .machine_text import dataset_role
+    from .text import dataset_role
     df = machines if isinstance(machines, pd.DataFrame) else compare_machines(machines)
     df = df.assign(role=[dataset_role(s) for s in df["source"]])
     return df[MACHINE_TABLE_COLUMNS]

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .validate import integer, number, option_integer, option_number
-from .validate import seed as _seed
+from ..validate import integer, number, option_integer, option_number
+from ..validate import seed as _seed
 
 __all__ = ["Benchmark", "register", "targets", "calls_per_second",
            "GROUP_CPUS_CASES", "GROUP_CPUS_COMMAND_CASES",
@@ -43,7 +43,7 @@ MAX_SECONDS = 3600.0          # one timed measurement
 MAX_CONFIGS = 10 ** 7         # sweep configurations
 MAX_JOBS = 256                # sweep processes
 # Modules that register further targets when imported.
-_MODULES: tuple[str, ...] = ("numalab.atomics", "numalab.measure.target")
+_MODULES: tuple[str, ...] = ("numalab.measure.atomics", "numalab.measure.target")
 
 
 def register(bench: Benchmark) -> Benchmark:
@@ -113,8 +113,8 @@ def time_group_cpus_command(topology: str, groups: int, devices: int = 1,
     >>> len(time_group_cpus_command("numa:1 core:2 pu:1", 2, repeats=2))
     2
     """
-    from .commands.group_cpus import compute, render
-    from .topology import load
+    from ..commands.group_cpus import compute, render
+    from ..topology import load
     integer("repeats", repeats, 1, 1000)
     out = []
     for _ in range(repeats):
@@ -142,7 +142,7 @@ def group_cpus_configs(n: int = 10_000, seed: int = 0) -> list[tuple[str, int, s
     _seed(seed)
     rng = random.Random(seed)
     sizes = {}
-    from .topology import load
+    from ..topology import load
     for s in _SWEEP_SHAPES:
         sizes[s] = load(s).possible.bit_count()
     out = []
@@ -158,9 +158,9 @@ _WORKER_TOPOS: dict = {}
 
 def _sweep_chunk(chunk: list[tuple[str, int, str, int]]) -> tuple[int, int]:
     """Run configurations; return (sum of max dedicated vectors per CPU, calls)."""
-    from .kernel.lib.group_cpus import prepare, spread_devices
-    from .models.irq_load import irq_load
-    from .topology import load
+    from ..kernel.lib.group_cpus import prepare, spread_devices
+    from ..models.irq.load import irq_load
+    from ..topology import load
     digest = calls = 0
     for shape, groups, variant, devices in chunk:
         view = _WORKER_TOPOS.get(shape)
@@ -206,8 +206,8 @@ def _group_cpus_args(p) -> None:
 
 
 def _group_cpus_run(args) -> dict:
-    from .kernel.lib.group_cpus import group_cpus_evenly, prepare
-    from .topology import load
+    from ..kernel.lib.group_cpus import group_cpus_evenly, prepare
+    from ..topology import load
     number("--seconds", args.seconds, 0, MAX_SECONDS, lo_open=True)
     integer("--configs", args.configs, 1, MAX_CONFIGS)
     integer("--jobs", args.jobs, 1, MAX_JOBS)

@@ -5,7 +5,7 @@ percpu_ref" (Bobby Eshleman) replaces the ``refcount_t`` of a
 ``struct net_devmem_dmabuf_binding`` by a ``struct percpu_ref``. Its cover
 letter reports a kperf run -- 4 flows, 4 MB messages, 60 s, 5 runs --
 before and after, and the per-CPU ``idle`` of the workers. This module
-turns that workload into inputs of :func:`numalab.models.refcount.simulate`
+turns that workload into inputs of :func:`numalab.models.refcount.sim.simulate`
 and fits the model's few free numbers to the published figures.
 
 The workload, and every assumption (each is a parameter you can change):
@@ -68,11 +68,11 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .. import published as _published
-from ..errors import ParameterError
-from ..topology.model import Topology
-from ..validate import integer, number, one_of
-from .refcount import MAX_RATE, MAX_WORK_NS, Latencies, percpu_expected, relation, simulate
+from ... import published as _published
+from ...errors import ParameterError
+from ...topology.model import Topology
+from ...validate import integer, number, one_of
+from .sim import MAX_RATE, MAX_WORK_NS, Latencies, percpu_expected, relation, simulate
 
 __all__ = ["PAGE_SIZE", "SEED_KPERF", "Scenario", "Calibration", "fragments", "parse_kperf",
            "seed_summary", "seed_topology", "scaled_latencies", "placement", "PLACEMENTS",
@@ -240,7 +240,7 @@ def seed_topology() -> Topology:
     """A stand-in for the seed's client: 2 packages x 8 LLCs x 8 cores, no
     SMT, 128 CPUs, so CPUs 56-63 (the TX workers) share one LLC and 0-7
     (the RX workers) another. An assumption: the patch does not say."""
-    from ..topology import load
+    from ...topology import load
 
     t = load("pack:2 numa:1 l3:8 core:8 pu:1")
     t.name = "seed client (assumed: 2 x 8 LLC x 8 cores)"
@@ -764,7 +764,7 @@ def machine_ceilings(machines: dict[str, Topology], cal: Calibration, flows: int
 
 
 def _cost(topo: Topology, a: int, b: int, lat: Latencies) -> float:
-    from .refcount import transfer_ns
+    from .sim import transfer_ns
     return transfer_ns(topo, a, b, lat)
 
 

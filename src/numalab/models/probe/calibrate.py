@@ -22,7 +22,7 @@ What is fitted: an NVMe probe's CPU time ``cpu_ms`` and hardware-wait time
 ``wait_ms`` (for each cut into ``rounds`` CPU/wait alternations, 1..8; the
 round count with the smallest residual is kept), by
 ``scipy.optimize.least_squares`` on the 12 NVMe values' relative errors.
-Before-values come from :func:`numalab.models.probe.simulate` under the
+Before-values come from :func:`numalab.models.probe.sim.simulate` under the
 ``mainline`` policy, after-values under ``pf-wq-worker`` (seed 001) and
 ``driver-core`` (seed 000). Uncertainty: the covariance ``s^2 (J^T J)^-1``
 of the fit, and a residual bootstrap (resampled relative residuals added to
@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import published as _published
-from .probe import Device, Params, ProbeModelError, ProbeRun, simulate
+from ... import published as _published
+from .sim import Device, Params, ProbeModelError, ProbeRun, simulate
 
 __all__ = ["PUBLISHED", "parse_seed", "seed_machine", "nvme_scenarios", "Fit", "fit_nvme",
            "catalogue", "reproduce", "SEED_FILES"]
@@ -105,14 +105,14 @@ def seed_machine():
     checkout has it, else the same shape built here (2 nodes of 64 cores x 2
     threads, SMT siblings 128 apart, 8 cores per L3, SLIT 10/32)."""
     try:
-        from ..datasets import repo_root
-        from ..topology import load
+        from ...datasets import repo_root
+        from ...topology import load
         p = repo_root() / "data" / "machines" / "epyc-9a64.toml"
         if p.is_file():
             return load(p)
     except Exception:   # noqa: BLE001 - any failure: fall back to the built shape
         pass
-    from ..topology.model import CPU, Node, Topology
+    from ...topology.model import CPU, Node, Topology
     cpus = {}
     for i in range(256):
         core = i % 128
@@ -374,7 +374,7 @@ def seed_text(name: str) -> str | None:
     None when absent. Only the tests use it, to check :data:`PUBLISHED`
     against the posted text; nothing in the book needs it."""
     try:
-        from ..datasets import repo_root
+        from ...datasets import repo_root
         path = repo_root().parent / "shared" / "seeds" / name
     except Exception:   # noqa: BLE001
         return None
@@ -435,11 +435,11 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
     same_cpus, same_kinds.
     """
     import pandas as pd
-    from ..datasets import lab_datasets
-    from ..lab.dump import read_lab_dump
-    from ..lab.oracle import dump_build
-    from ..kernel import versions
-    from ..topology import load
+    from ...datasets import lab_datasets
+    from ...lab.dump import read_lab_dump
+    from ...lab.oracle import dump_build
+    from ...kernel import versions
+    from ...topology import load
     paths = lab_datasets() if dumps is None else dumps
     tmpl = catalogue(nvme)["nvme"]
     rows = []

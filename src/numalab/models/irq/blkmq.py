@@ -36,10 +36,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..cpumask import format_cpulist
-from ..kernel.lib.group_cpus import group_cpus_evenly
-from ..topology.model import Topology
-from .irq_bound import cached_view
+from ...cpumask import format_cpulist
+from ...kernel.lib.group_cpus import group_cpus_evenly
+from ...topology.model import Topology
+from .bound import cached_view
 
 __all__ = ["blk_mq_map_queues", "blk_mq_map_queues_legacy", "hctx_masks",
            "irq_create_affinity_masks", "EINVAL", "alloc_descs", "msix_allocation", "compare_blk_mq", "managed_vectors", "compare_irqs"]

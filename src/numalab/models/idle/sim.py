@@ -75,9 +75,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import published as _published
-from ..errors import ParameterError
-from ..kernel.sched.ext_idle import (
+from ... import published as _published
+from ...errors import ParameterError
+from ...kernel.sched.ext_idle import (
     SCX_PICK_IDLE_CORE,
     SCX_PICK_IDLE_IN_NODE,
     SCX_WAKE_SYNC,
@@ -90,9 +90,9 @@ from ..kernel.sched.ext_idle import (
     numadist_walk_lookups,
     scx_select_cpu_dfl,
 )
-from ..topology.model import Topology
-from ..validate import budget, integer, number, one_of
-from ..validate import seed as _seed
+from ...topology.model import Topology
+from ...validate import budget, integer, number, one_of
+from ...validate import seed as _seed
 
 __all__ = ["SimParams", "SimResult", "simulate", "compare", "sensitivity",
            "dgx_b200", "dgx1", "machine", "node_walk_table", "latency_from_bench",
@@ -384,7 +384,7 @@ def machine(nodes: int = 2, cores_per_node: int = 8, smt: int = 2, remote: int =
     >>> bin(machine(1, 4, 1, llcs_per_node=2).cpus[0].llc_cpus)
     '0b11'
     """
-    from ..topology.synthetic import from_synthetic
+    from ...topology.synthetic import from_synthetic
     if distances is None:
         distances = [[10 if i == j else remote for j in range(nodes)] for i in range(nodes)]
     if cores_per_node % llcs_per_node:
@@ -399,8 +399,8 @@ def machine(nodes: int = 2, cores_per_node: int = 8, smt: int = 2, remote: int =
 def _described(stem: str) -> Topology | None:
     """data/machines/STEM.toml when the checkout has it (written by another chapter)."""
     try:
-        from ..datasets import repo_root
-        from ..topology import load
+        from ...datasets import repo_root
+        from ...topology import load
         path = repo_root() / "data" / "machines" / f"{stem}.toml"
         if path.exists():
             return load(path)

@@ -9,13 +9,13 @@ and a placement rule (``variant``):
   models other ``group_cpus_evenly()`` calls between two devices: a second
   interrupt set, a blk-mq map, another driver);
 * ``block`` / ``balance`` -- the alternatives of
-  :mod:`numalab.models.irq_alternative` (``block`` reads the same offsets).
+  :mod:`numalab.models.irq.alternative` (``block`` reads the same offsets).
 
 Every configuration gives one row of figures (see :func:`evaluate`): the
 largest and mean number of dedicated vectors per CPU, their ratio and
 coefficient of variation, how many CPUs carry the largest count, the 1/k
 "share" load, groups crossing a cluster or a node, groups the rule left
-empty, and the lower bound of :mod:`numalab.models.irq_bound`.
+empty, and the lower bound of :mod:`numalab.models.irq.bound`.
 
 Machines come from hwloc synthetic strings
 (``"numa:N cluster:C core:S pu:1"``: ``N`` nodes, ``C`` clusters of ``S``
@@ -42,12 +42,12 @@ from functools import lru_cache
 
 import pandas as pd
 
-from ..kernel.lib.group_cpus import group_cpus_evenly
-from ..topology import load
-from ..topology.model import Topology
-from .irq_alternative import balance_devices, block_devices
-from .irq_bound import bound_closed_form, bound_milp, cached_view
-from .irq_load import group_metrics, irq_load
+from ...kernel.lib.group_cpus import group_cpus_evenly
+from ...topology import load
+from ...topology.model import Topology
+from .alternative import balance_devices, block_devices
+from .bound import bound_closed_form, bound_milp, cached_view
+from .load import group_metrics, irq_load
 
 __all__ = ["VARIANTS", "offsets_for", "device_groups", "evaluate", "shape_string",
            "synthetic_configs", "sweep_synthetic", "sweep_datasets", "machine_devices",
@@ -90,7 +90,7 @@ def device_groups(topo: Topology, vectors: int, devices: int, variant: str = "ma
 def crossing(devs: Sequence[Sequence[int]], domain_of: Sequence[int]) -> int:
     """Non-empty masks not inside the domain (cluster or node mask) of their
     lowest CPU; ``domain_of[cpu]`` is that CPU's domain mask. Same count as
-    :func:`numalab.models.irq_load.crossing_groups` when the domains
+    :func:`numalab.models.irq.load.crossing_groups` when the domains
     partition the CPUs, in one pass.
 
     >>> crossing([[0b0011, 0b0110]], [0b0011, 0b0011, 0b1100, 0b1100])
@@ -111,12 +111,12 @@ def evaluate(topo: Topology, vectors: int, devices: int, variant: str = "mainlin
              offsets: Sequence[int] | None = None, exact_bound: bool = False) -> dict:
     """One row of figures for one configuration.
 
-    Keys: those of :func:`numalab.models.irq_load.metrics` (on the machine's
+    Keys: those of :func:`numalab.models.irq.load.metrics` (on the machine's
     present CPUs) without ``worst_cpus``, its ``vectors`` and ``cpus``
     renamed ``nonempty_groups`` and ``load_cpus``, plus ``dedicated_cv`` (population
     standard deviation / mean of dedicated vectors per CPU, 0 when none),
     ``empty_groups`` (masks left empty although the CPUs would have allowed
-    them), ``bound`` (:func:`~numalab.models.irq_bound.bound_closed_form`,
+    them), ``bound`` (:func:`~numalab.models.irq.bound.bound_closed_form`,
     or the MILP with ``exact_bound``) and ``gap`` (``max_dedicated - bound``).
     """
     devs = device_groups(topo, vectors, devices, variant, offsets)
@@ -139,7 +139,7 @@ def evaluate(topo: Topology, vectors: int, devices: int, variant: str = "mainlin
 
 
 def _group_metrics(devs, view):
-    """:func:`numalab.models.irq_load.group_metrics` with the sweep's column
+    """:func:`numalab.models.irq.load.group_metrics` with the sweep's column
     names (``nonempty_groups``, ``load_cpus``; no ``worst_cpus``)."""
     m, load_ = group_metrics(devs, view)
     m.pop("worst_cpus")
@@ -227,7 +227,7 @@ def sweep_synthetic(nodes: Iterable[int] = (1, 2, 4, 8), clusters: Iterable[int]
 
 def _dataset_rows(args: tuple) -> list[dict]:
     path, vectors, devices, variants, label, fracs = args
-    from ..datasets import load_cached
+    from ...datasets import load_cached
     try:
         t = load_cached(path)    # with each dataset's reader options, as chapter 1 reads it
     except Exception as e:   # a broken dump is reported, not fatal to the sweep
@@ -256,7 +256,7 @@ def sweep_datasets(paths: Sequence[str], vectors: Sequence[int] | None = None,
     source). Without ``vectors``: ``vectors_per_cpu`` fractions of each
     machine's present CPUs (rounded, at least 1), or else half, once and
     twice its CPUs."""
-    from ..datasets import label as _label
+    from ...datasets import label as _label
     labels: list[str] = []
     for p in paths:                # same rule as datasets.load_datasets: unique labels
         name = _label(p)
@@ -322,7 +322,7 @@ def sweep_machine_devices(topo: Topology, variants: Iterable[str] = VARIANTS,
             v = max(1, n - pre_vectors)
             groups.extend(device_groups(topo, v, 1, var, [i]) if var != "balance" else [])
         if var == "balance":
-            from .irq_alternative import Balancer
+            from .alternative import Balancer
             b = Balancer(topo)
             groups = [b.groups(max(1, n - pre_vectors)) for _, _, n in devs]
         m, _ = _group_metrics(groups, view)
@@ -357,7 +357,7 @@ def clustered_view(nodes: int, cluster_sizes: Sequence[int]):
     >>> v.nr_cpu_ids, [bin(m) for m in v.cluster]
     (5, ['0b1111', '0b1111', '0b1111', '0b1111', '0b10000'])
     """
-    from ..kernel.lib.group_cpus import CpuTopo, build_node_to_cpumask
+    from ...kernel.lib.group_cpus import CpuTopo, build_node_to_cpumask
     cpu_to_node, cluster = [], []
     c = 0
     for n in range(nodes):
@@ -387,8 +387,8 @@ def sweep_uneven(cluster_layouts: Iterable[Sequence[int]], nodes: Iterable[int] 
     >>> df[["variant", "vectors", "empty_masks"]].values.tolist()
     [['mainline', 5, 0], ['rotate', 5, 1]]
     """
-    from ..kernel.lib.group_cpus import group_cpus_evenly
-    from .irq_load import group_metrics
+    from ...kernel.lib.group_cpus import group_cpus_evenly
+    from .load import group_metrics
     rows = []
     for layout in cluster_layouts:
         for n in nodes:

@@ -163,7 +163,7 @@ def effective_consistency(controllers: Sequence[Sequence[tuple[int, int]]]) -> t
 def lab_io_counts(dump: str) -> dict[str, int] | None:
     """The ``--io`` parameters a lab dump recorded (``cpus``, ``count`` reads
     of ``bs`` bytes per CPU and disk), or None for a dump made without it."""
-    from ..topology.safetar import read_archive
+    from ...topology.safetar import read_archive
     tree = read_archive(dump)
     top = sorted(tree.children.get("", ()))[0]
     raw = tree.read(f"{top}/numalab/lab/io")
@@ -185,8 +185,8 @@ def lab_routing_table(dump: str):
     the reads (measured), with their equality."""
     import pandas as pd
 
-    from ..cpumask import format_cpulist
-    from ..lab.dump import read_lab_dump
+    from ...cpumask import format_cpulist
+    from ...lab.dump import read_lab_dump
     d = read_lab_dump(dump)
     io = lab_io_counts(dump)
     if io is None or d.io_deltas is None:

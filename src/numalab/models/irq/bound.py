@@ -63,8 +63,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernel.lib.group_cpus import group_cpus_evenly, prepare
-from ..topology.model import Topology
+from ...kernel.lib.group_cpus import group_cpus_evenly, prepare
+from ...topology.model import Topology
 
 __all__ = ["cached_view", "NodePlan", "node_plans", "min_dedicated_one_device", "bound_closed_form",
            "Bound", "bound_milp", "optimal_groups"]

@@ -7,7 +7,7 @@ that had been penalised gained 12 % IOPS and lost 10 % latency
 (:data:`SEED_MEASUREMENT`, from :func:`numalab.published.irq_fio`). This
 module asks what interrupt placement alone can explain of that.
 
-**Routing (kernel code, :mod:`numalab.models.irq_routing`).** A job on CPU
+**Routing (kernel code, :mod:`numalab.models.irq.routing`).** A job on CPU
 ``c`` of disk ``d`` submits to the queue whose mask holds ``c``; the
 completion interrupt fires on that vector's effective CPU ``e`` (x86: the
 CPU of the mask with the fewest managed vectors, ties to the last). A
@@ -48,10 +48,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from .. import published as _published
-from ..topology.model import Topology
-from .irq_bound import cached_view
-from .irq_routing import effective_cpus, hw_queue_map
+from ... import published as _published
+from ...topology.model import Topology
+from .bound import cached_view
+from .routing import effective_cpus, hw_queue_map
 
 __all__ = ["SEED_MEASUREMENT", "PLACEMENTS", "job_cpus", "slowdown", "disk_iops",
            "degradation", "unpinned_load", "compare", "gap_grid"]
@@ -178,7 +178,7 @@ def unpinned_load(devices: Sequence[Sequence[int]], effective, cpus: Sequence[in
     >>> unpinned_load([[0b01, 0b10]], [[0, 1]], [0, 1])
     {0: 1.0, 1: 1.0}
     """
-    from .irq_routing import interrupt_counts
+    from .routing import interrupt_counts
     subs = [{c: 1.0 for c in cpus} for _ in devices]
     load = interrupt_counts(devices, effective, subs)
     return {c: load.get(c, 0.0) for c in cpus}
@@ -200,7 +200,7 @@ def compare(topo: Topology, vectors: int = 62, devices: int = 6, jobs_per_disk: 
     and, for each phase, how many jobs complete on another CPU
     (``remote_before`` / ``remote_after``, per disk).
     """
-    from .irq_sweep import device_groups, offsets_for
+    from .sweep import device_groups, offsets_for
     cpus = _present(topo)
     jobs = job_cpus(devices, cpus, jobs_per_disk, placement, seed)
     g0 = device_groups(topo, vectors, devices, "mainline")

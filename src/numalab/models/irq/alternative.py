@@ -30,10 +30,10 @@ so other callers of ``group_cpus_evenly()`` in between (a second set of
 queues, another driver) cannot undo it.
 
 Neither is a kernel patch: they are yardsticks, evaluated with the same
-metrics (:mod:`numalab.models.irq_load`) as mainline and rotate.
+metrics (:mod:`numalab.models.irq.load`) as mainline and rotate.
 
 >>> from numalab.topology import load
->>> from numalab.models.irq_load import irq_load
+>>> from numalab.models.irq.load import irq_load
 >>> t = load("numa:2 cluster:24 core:2 pu:1")
 >>> devs = block_devices(t, 62, 6)
 >>> max(irq_load(devs, t.possible).dedicated)
@@ -42,10 +42,10 @@ metrics (:mod:`numalab.models.irq_load`) as mainline and rotate.
 
 from __future__ import annotations
 
-from ..kernel.lib.group_cpus import group_cpus_evenly
-from ..topology.model import Topology
-from ..cpumask import cpus as _cpus
-from .irq_bound import NodePlan, _split, cached_view, node_plans
+from ...kernel.lib.group_cpus import group_cpus_evenly
+from ...topology.model import Topology
+from ...cpumask import cpus as _cpus
+from .bound import NodePlan, _split, cached_view, node_plans
 
 __all__ = ["kernel_block_counts", "split_block", "block_groups", "block_devices",
            "Balancer", "balance_devices"]

@@ -124,23 +124,23 @@ from typing import Any
 
 import numpy as np
 
-from ..cpumask import cpus as _cpus
-from ..errors import ParameterError
-from ..kernel.drivers.base.dd import (NEED_PARENT_LOCK_BUSES, PROBE_DEFAULT_STRATEGY, PROBE_PREFER_ASYNCHRONOUS,
+from ...cpumask import cpus as _cpus
+from ...errors import ParameterError
+from ...kernel.drivers.base.dd import (NEED_PARENT_LOCK_BUSES, PROBE_DEFAULT_STRATEGY, PROBE_PREFER_ASYNCHRONOUS,
                                       driver_allows_async_probing, probe_redirected_to_node)
-from ..kernel.drivers.pci.pci_driver import PCI_PROBE_WQ, pci_call_probe_cpu
-from ..kernel.sched.isolation import (HK_TYPE_DOMAIN, Housekeeping, housekeeping_cpumask,
+from ...kernel.drivers.pci.pci_driver import PCI_PROBE_WQ, pci_call_probe_cpu
+from ...kernel.sched.isolation import (HK_TYPE_DOMAIN, Housekeeping, housekeeping_cpumask,
                                       housekeeping_update, housekeeping_update_steps)
-from ..kernel.workqueue import (AFFINITY_SCOPES, WORK_CPU_UNBOUND, WQ_LIMITS, node_online,
+from ...kernel.workqueue import (AFFINITY_SCOPES, WORK_CPU_UNBOUND, WQ_LIMITS, node_online,
                                 select_numa_node_cpu, unbound_pod_cpus, workqueue_max_active,
                                 wq_node_max_active, wq_unbound_cpumask)
-from ..topology.model import CPU, Node, Topology
-from ..validate import integer, number, one_of
-from ..validate import seed as _seed
+from ...topology.model import CPU, Node, Topology
+from ...validate import integer, number, one_of
+from ...validate import seed as _seed
 
 __all__ = ["POLICIES", "POLICY_ALIASES", "POLICY_KERNEL", "OPT_IN_BUSES", "Device", "Params", "ProbeRecord",
            "ProbeRun", "ProbeModelError", "policy_name", "remote_factor", "simulate",
-           "machine", "sweep", "thread_table"]
+           "machine", "thread_table"]
 
 POLICIES = ("mainline", "mainline-7.2", "pf-wq-worker", "driver-core", "bus-opt-in")
 POLICY_ALIASES = {"a": "mainline", "a7": "mainline-7.2", "b": "pf-wq-worker",
@@ -283,7 +283,7 @@ class Params:
     def __post_init__(self):
         err = ProbeModelError
         number("alpha", self.alpha, *ALPHA_RANGE, error=err)
-        from ..cpumask import MAX_CPUS
+        from ...cpumask import MAX_CPUS
         for what in ("isolcpus", "nohz_full"):
             if integer(what, getattr(self, what), 0, error=err).bit_length() > MAX_CPUS:
                 raise ProbeModelError(f"{what} names CPUs beyond the {MAX_CPUS} numalab handles")
@@ -1086,7 +1086,7 @@ def machine(nodes: int = 2, cpus_per_node: int = 16, llc_size: int = 8, smt: int
     >>> t.cpumask_of_node(1), t.cpus[5].llc_cpus, t.distance(0, 1)
     (240, 48, 32)
     """
-    from ..cpumask import MAX_CPUS
+    from ...cpumask import MAX_CPUS
     err = ProbeModelError
     for what, v in (("nodes", nodes), ("cpus_per_node", cpus_per_node), ("llc_size", llc_size),
                     ("smt", smt)):
@@ -1113,7 +1113,7 @@ def machine(nodes: int = 2, cpus_per_node: int = 16, llc_size: int = 8, smt: int
     node_objs = {k: Node(k, ((1 << cpus_per_node) - 1) << (k * cpus_per_node))
                  for k in range(nodes)}
     dist = [[10 if a == b else distance for b in range(nodes)] for a in range(nodes)]
-    return Topology(name or f"{nodes}x{cpus_per_node}", source="numalab.models.probe.machine",
+    return Topology(name or f"{nodes}x{cpus_per_node}", source="numalab.models.probe.sim.machine",
                     arch="x86", possible=allm, present=allm, online=allm, cpus=cpus,
                     nodes=node_objs, distances=dist)
 
@@ -1132,49 +1132,6 @@ def isolate_share(topo: Topology, share: float) -> int:
         for c in cs[: int(round(share * len(cs)))]:
             m |= 1 << c
     return m
-
-
-def sweep(devices_per_node: Iterable[int] = range(1, 65), nodes: Iterable[int] = (2,),
-          cpus_per_node: Iterable[int] = (16,), isolated_share: Iterable[float] = (0.0,),
-          alpha: Iterable[float] = (0.5,), policies: Iterable[str] = POLICIES,
-          device: Device | None = None, seed: int = 0, llc_size: int = 8):
-    """Makespan and probe costs over a grid; a tidy DataFrame, one row per point.
-
-    Each point probes ``devices_per_node`` copies of ``device`` (default: the
-    calibrated NVMe, asynchronous) on every node of a :func:`machine`.
-    Columns: policy, nodes, cpus_per_node, isolated_share, alpha,
-    devices_per_node, devices, makespan_ms, mean_cost_ms, max_cost_ms,
-    distinct_cpus, on_isolated (probes that ran on an isolated CPU).
-    """
-    import pandas as pd
-    if device is None:
-        from .probe_calibrate import catalogue
-        device = catalogue()["nvme"]
-    rows = []
-    for nn in nodes:
-        for cpn in cpus_per_node:
-            topo = machine(nn, cpn, llc_size=min(llc_size, cpn))
-            for share in isolated_share:
-                iso = isolate_share(topo, share)
-                for a in alpha:
-                    params = Params(alpha=a, isolcpus=iso, nohz_full=iso)
-                    for k in devices_per_node:
-                        devs = [dataclasses.replace(device, name=f"{device.driver}{n}.{i}",
-                                                    node=n, driver=device.driver)
-                                for n in range(nn) for i in range(k)]
-                        for pol in policies:
-                            run = simulate(topo, devs, pol, seed=seed, params=params)
-                            costs = [p.cost for p in run.probes]
-                            rows.append({
-                                "policy": policy_name(pol), "nodes": nn, "cpus_per_node": cpn,
-                                "isolated_share": share, "alpha": a, "devices_per_node": k,
-                                "devices": len(devs), "makespan_ms": run.makespan,
-                                "mean_cost_ms": float(np.mean(costs)),
-                                "max_cost_ms": float(np.max(costs)),
-                                "distinct_cpus": len({p.cpu for p in run.probes}),
-                                "on_isolated": sum(1 for p in run.probes if (iso >> p.cpu) & 1),
-                            })
-    return pd.DataFrame(rows)
 
 
 def thread_table(topo: Topology | None = None, seed: int = 0) -> "Any":
@@ -1208,47 +1165,6 @@ def thread_table(topo: Topology | None = None, seed: int = 0) -> "Any":
                              "holds_device_lock": p.holds_device_lock,
                              "holds_parent_lock": p.holds_parent_lock})
     return pd.DataFrame(rows)
-
-
-def sweep_machines(machines: "dict[str, Topology]", devices_per_node: Iterable[int] = (1, 4, 16),
-                   policies: Iterable[str] = ("mainline", "pf-wq-worker"),
-                   device: Device | None = None, seed: int = 0, max_devices: int = 256):
-    """Probe ``k`` copies of ``device`` on every node with CPUs of each machine.
-
-    Inputs: machines by label (e.g. :func:`numalab.datasets.load_datasets`),
-    the devices per node to try, the policies, the device (default: the
-    calibrated asynchronous NVMe), a seed, and a cap on devices per run
-    (points above it are skipped, not truncated). Output: a tidy DataFrame,
-    one row per (machine, devices_per_node, policy), with makespan_ms,
-    mean_cost_ms and the speedup of each policy over mainline.
-    """
-    import pandas as pd
-    if device is None:
-        from .probe_calibrate import catalogue
-        device = catalogue()["nvme"]
-    rows = []
-    for label, topo in machines.items():
-        nodes = [n for n in topo.node_ids if topo.nodes[n].cpus & topo.online]
-        if not nodes:
-            continue
-        for k in devices_per_node:
-            if k * len(nodes) > max_devices:
-                continue
-            devs = [dataclasses.replace(device, name=f"{device.driver}{n}.{i}", node=n,
-                                        driver=device.driver) for n in nodes for i in range(k)]
-            for pol in policies:
-                run = simulate(topo, devs, pol, seed=seed)
-                rows.append({"machine": label, "nodes": len(nodes), "cpus": len(topo.cpus),
-                             "cpus_per_node": len(topo.cpus) / len(nodes),
-                             "devices_per_node": k, "policy": policy_name(pol),
-                             "makespan_ms": run.makespan,
-                             "mean_cost_ms": float(np.mean([p.cost for p in run.probes]))})
-    df = pd.DataFrame(rows)
-    if len(df):
-        base = df[df.policy == "mainline"].set_index(["machine", "devices_per_node"]).makespan_ms
-        df["speedup"] = [base.get((m, k), float("nan")) / ms for m, k, ms in
-                         zip(df.machine, df.devices_per_node, df.makespan_ms)]
-    return df
 
 
 def partition_change(topo: Topology, devices: Sequence[Device], cpus: int, at_ms: float,
@@ -1293,7 +1209,7 @@ def scaling_bands(by_rounds: Mapping[int, tuple[float, float, float]],
                   policy: str = "pf-wq-worker", seed: int = 0, llc_size: int = 8):
     """Speedup of ``policy`` over mainline in boot probing time (makespan), and
     the per-probe times, over every fitted round count (``by_rounds``: rounds
-    -> (rms, cpu_ms, wait_ms), as :attr:`probe_calibrate.Fit.by_rounds`), every
+    -> (rms, cpu_ms, wait_ms), as :attr:`numalab.models.probe.calibrate.Fit.by_rounds`), every
     ``alpha`` and every serial share.
 
     Output: a DataFrame, one row per (rounds, alpha, serial, devices_per_node):

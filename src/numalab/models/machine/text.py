@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..evidence import claim, count_of, plural
-from ..evidence.roles import fmt
-from ..kernel.sched.topology import (for_each_node_numadist, for_each_numa_hop_mask,
+from ...evidence import claim, count_of, plural
+from ...evidence.roles import fmt
+from ...kernel.sched.topology import (for_each_node_numadist, for_each_numa_hop_mask,
                                      node_distance, sched_init_numa)
-from ..topology.model import Topology
+from ...topology.model import Topology
 
 __all__ = ["dataset_role", "describe_hierarchy", "describe_distances", "describe_hops",
            "describe_walk", "describe_collection", "collection_facts", "check_hop_claims",

@@ -36,10 +36,10 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from ..errors import ParameterError
-from ..topology.model import Topology
-from ..validate import budget, integer, number, one_of
-from ..validate import seed as _seed
+from ...errors import ParameterError
+from ...topology.model import Topology
+from ...validate import budget, integer, number, one_of
+from ...validate import seed as _seed
 
 __all__ = ["Latencies", "relation", "transfer_ns", "simulate", "percpu_expected", "sweep_flows"]
 
@@ -418,8 +418,8 @@ def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...]
     """
     import pandas as pd
 
-    from ..atomics import refops_table
-    from ..evidence import over_seeds
+    from ...measure.atomics import refops_table
+    from ...evidence import over_seeds
 
     ref = bench.get("refops") if isinstance(bench, dict) else None
     if not ref or not ref.get("rows"):

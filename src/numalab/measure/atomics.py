@@ -40,9 +40,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import __version__
-from .errors import NumalabError, ParameterError
-from .validate import integer, number, one_of, option_integer
+from .. import __version__
+from ..errors import NumalabError, ParameterError
+from ..validate import integer, number, one_of, option_integer
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "bench_tables", "render"]
@@ -462,7 +462,7 @@ def _check_cpus(name: str, cpus, *, distinct: bool = True) -> list[int]:
     usable = set(_usable_cpus())
     bad = [c for c in out if c not in usable]
     if bad:
-        from .cpumask import format_cpulist
+        from ..cpumask import format_cpulist
         def show(cs):
             return format_cpulist(sum(1 << c for c in cs)) or "none"
         raise BenchUnavailable(f"cannot pin threads to CPU(s) {show(bad)}: this process may "
