@@ -237,6 +237,42 @@ def test_vega_bundle_shipped_once_and_referenced_locally(quick_book):
 
 
 @slow
+def test_folded_cells_render_folded_and_links_resolve(quick_book):
+    """Cells tagged hide-input show their output with the code behind a
+    toggle; glossary and guide links resolve to anchors that exist."""
+    root, status, _ = quick_book
+    assert status == 0
+    html = root / "_build" / "html"
+    for nb in chapter_notebooks():
+        cells = json.loads(nb.read_text())["cells"]
+        n_tagged = sum("hide-input" in c.get("metadata", {}).get("tags", []) for c in cells)
+        page = (html / "notebooks" / f"{nb.stem}.html").read_text()
+        assert n_tagged and page.count("tag_hide-input") == n_tagged, nb.stem
+        assert page.count("Show code cell source") >= n_tagged
+        for href in re.findall(r'href="\.\./(glossary|reviewers-guide)\.html#([\w-]+)"', page):
+            target = (html / f"{href[0]}.html").read_text()
+            assert f'id="{href[1]}"' in target, f"{nb.stem}: {href} has no anchor"
+        assert '../glossary.html#term-' in page, f"{nb.stem} links no glossary term"
+        assert '../reviewers-guide.html#guide-' in page, f"{nb.stem} does not link the guide"
+
+
+@slow
+def test_guide_gives_the_lab_command_of_each_real_kernel_finding(quick_book):
+    """Issue 18: a figure measured on a real kernel in the guide comes with
+    the commands that measure it again."""
+    from numalab.evidence.findings import collect_findings
+    root, status, _ = quick_book
+    assert status == 0
+    lab = [f for nb in (root / "book" / "notebooks").glob("*.ipynb") for f in collect_findings(nb)
+           if f.kind == "finding" and f.label.endswith("-lab")]
+    assert len(lab) >= 3
+    for f in lab:
+        assert "To measure it again: `numalab lab " in f.text, f.text
+    guide = (root / "_build" / "html" / "reviewers-guide.html").read_text()
+    assert guide.count("numalab lab run") >= len(lab)
+
+
+@slow
 def test_unchanged_rebuild_executes_nothing(quick_book):
     from conftest import quick_datasets
     root, status, first = quick_book

@@ -1,11 +1,11 @@
 """group_cpus_evenly(): the port against outputs of each modelled kernel's C,
 the seed patch's example, the CLI and the load model.
 
-The reference outputs in tests/data/group_cpus_kernel/VERSION/results.json.gz
+The reference outputs in data/kernel_c/VERSION/results.json.gz
 were produced by compiling Debian's linux-source-VERSION lib/group_cpus.c and
 lib/sort.c (and, for 7.2, the seed patch applied to them) in user space with
 tools/kernel_c/check_group_cpus.sh; the machines and queries are in
-tests/data/group_cpus_kernel/cases.json. See the README there.
+data/kernel_c/cases.json. See the README there.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from numalab.models.irq.load import crossing_groups, irq_load, metrics
 from numalab.topology import load
 from numalab.topology.model import CPU, Node, Topology
 
-DATA = Path(__file__).parent / "data" / "group_cpus_kernel"
+DATA = Path(__file__).resolve().parents[1] / "data" / "kernel_c"
 SEED_SHAPE = "numa:2 cluster:24 core:2 pu:1"
 SETS = ("synthetic", "random", "real", "findings")
 

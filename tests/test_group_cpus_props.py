@@ -183,7 +183,7 @@ def test_rotate_never_fills_more_masks_than_nummasks(call):
 # fallback pass each visit a cluster once and add at most one group per
 # visit: with 2 clusters at most 2 of the 3 come back. The lost group stays
 # empty while nummasks still counts it. The kernel's C with the patch applied
-# gives the same masks (tests/data/group_cpus_kernel: see the README).
+# gives the same masks (data/kernel_c: see the README).
 
 def _one_node(clusters, smt_pairs=(), arch="x86"):
     cpus, all_ = {}, 0

@@ -725,9 +725,12 @@ def test_boot_a_real_kernel(tmp_path):
     from numalab.lab.run import LabOptions, run_lab
     out = tmp_path / "boot.tar.bz2"
     run_lab(k.release, machine_from_text("numa:2 core:2 pu:1"),
-            LabOptions(devices=[NvmeSpec(1, 1, 4)], timeout=300), output=out)
+            LabOptions(devices=[NvmeSpec(1, 1, 4)], timeout=300), output=out,
+            command="numalab lab run --kernel 6.1 --topology 'numa:2 core:2 pu:1' --nvme 1@1:4")
     d = read_lab_dump(out)
     assert d.kernel_release == k.release
+    from numalab.lab.oracle import reproduce
+    assert reproduce(out) == ["numalab lab run --kernel 6.1 --topology 'numa:2 core:2 pu:1' --nvme 1@1:4"]
     [c] = d.nvme
     assert c.node == 1 and c.msi_vectors == 5
     assert sorted(d.blk_mq[c.disks[0]]) == [0, 1, 2, 3]

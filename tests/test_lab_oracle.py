@@ -137,3 +137,32 @@ def test_pf_wq_worker_pair_against_the_probe_model():
     assert (b["real_kind"] == "unbound kworker").all()
     # and the other way round they differ: the fix changed where probes run
     assert not probe_vs_model(fixed, "mainline")["same_kind"].any()
+
+
+# -- every measured figure says how to measure it again -------------------------------
+
+def test_every_committed_dump_says_how_to_redo_it():
+    from numalab.lab.oracle import build_command, dump_build, reproduce
+    readme = (REPO / "data" / "lab" / "README.md").read_text()
+    for p in DUMPS:
+        cmds = reproduce(p)
+        assert cmds[-1].startswith("numalab lab run ") and cmds[-1].endswith(f"-o {Path(p).name}")
+        build = dump_build(p)
+        if build:
+            assert len(cmds) == 2 and cmds[0] == build_command(build)
+            assert cmds[0] in readme, f"{cmds[0]} is not the README's build command"
+            kernel = cmds[1].split("--kernel ", 1)[1].split()[0]
+            assert kernel == f"built:{build['name']}"
+        else:
+            assert len(cmds) == 1
+
+
+def test_a_dump_without_a_record_is_an_error(tmp_path):
+    import shutil
+    from numalab.lab import LabError
+    from numalab.lab.oracle import reproduce
+    src = next(p for p in DUMPS if "io" in Path(p).name)
+    copy = tmp_path / Path(src).name
+    shutil.copy(src, copy)
+    with pytest.raises(LabError, match="no record of the command"):
+        reproduce(copy)

@@ -10,6 +10,7 @@ checked instead of running the notebook a second time.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,31 @@ def test_executes_quick(path, quick_project, tmp_path):
         f"{path.name}: some code cells did not run"
     injected = [c for c in cells if "injected-parameters" in _tags(c)]
     assert injected and "quick = True" in "".join(injected[0]["source"])
+
+
+FOLD_RULES = (r"^# For the reviewer's guide", r"^# Where this chapter's measured figures",
+              r'ev\.md\("## Summary', r'"## Summary", ""')
+
+
+@pytest.mark.parametrize("nb", chapter_notebooks(), ids=lambda p: p.stem)
+def test_bookkeeping_cells_are_folded(nb):
+    """Setup cells (before the first section), the cells that write the
+    reviewer's guide's findings, and the cells that generate the summary only
+    prepare or record; the book folds their code (hide-input) so the page
+    reads as prose, charts and the code that teaches."""
+    cells = json.loads(nb.read_text())["cells"]
+    first_h2 = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                    and re.search(r"(?m)^## ", "".join(c["source"])))
+    unfolded = []
+    for i, c in enumerate(cells):
+        tags = c.get("metadata", {}).get("tags", [])
+        if c["cell_type"] != "code" or "parameters" in tags:
+            continue
+        src = "".join(c["source"])
+        must = i < first_h2 or any(re.search(r, src, re.M) for r in FOLD_RULES)
+        if must and "hide-input" not in tags:
+            unfolded.append(f"cell {i}: {src.splitlines()[0][:60]}")
+    assert not unfolded, f"{nb.name}: bookkeeping cells not folded: {unfolded}"
+    # and the parameters stay visible: a reader needs to see what they can change
+    params = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert params and "hide-input" not in params[0]["metadata"]["tags"]

@@ -15,7 +15,7 @@ from numalab.kernel import versions
 from numalab.kernel.lib.sort import (HEAPSORTS, __sort_r, cmp_int, cmp_uint_sub, heapsort_of,
                                      parent, sort, sort_order_uint_sub, sort_r_single_pop)
 
-DATA = Path(__file__).parent / "data" / "group_cpus_kernel"
+DATA = Path(__file__).resolve().parents[1] / "data" / "kernel_c"
 UINT_MAX = 0xFFFFFFFF
 
 

@@ -13,8 +13,8 @@
 #                      ("lib/group_cpus: rotate extra groups to avoid IRQ stacking";
 #                      only for trees with the cluster path, which it patches)
 #   --out FILE         write the results of every case in
-#                      tests/data/group_cpus_kernel/cases.json to FILE
-#                      (default tests/data/group_cpus_kernel/VERSION/results.json.gz)
+#                      data/kernel_c/cases.json to FILE
+#                      (default data/kernel_c/VERSION/results.json.gz)
 #   --compare N        instead, compare the port call for call with the C on N
 #                      seeded random machines (--dumps: also the hwloc collection)
 #   --keep             keep the build folder (printed)
@@ -52,7 +52,7 @@ done
 
 V=$(awk '/^VERSION =/ {v=$3} /^PATCHLEVEL =/ {p=$3} /^SUBLEVEL =/ {s=$3} END {print v "." p "." s}' "$TREE/Makefile")
 KV=${V%.*}
-OUT=${OUT:-"$ROOT/tests/data/group_cpus_kernel/$KV/results.json.gz"}
+OUT=${OUT:-"$ROOT/data/kernel_c/$KV/results.json.gz"}
 
 BUILD=$(mktemp -d "${TMPDIR:-/tmp}/kernel_c.XXXXXX")
 [ -n "$KEEP" ] || trap 'rm -rf "$BUILD"' EXIT
@@ -103,6 +103,6 @@ else
         "$(sum "$TREE/lib/sort.c")" "$(sum "$TREE/lib/group_cpus.c")" \
         "$(sum "$TREE/include/linux/group_cpus.h")" "${ROT:+,\"rotate patch\":\"$ROT\"}")
     "$PYTHON" "$HERE/run_cases.py" results --kernel "$KV" $BINS \
-        --cases "$ROOT/tests/data/group_cpus_kernel/cases.json" --out "$OUT" \
+        --cases "$ROOT/data/kernel_c/cases.json" --out "$OUT" \
         --source "Linux $V, ${SOURCE_NAME:-$(basename "$(cd "$TREE" && pwd)")}" --sha256 "$SHA"
 fi

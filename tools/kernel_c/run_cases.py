@@ -4,7 +4,7 @@ write or compare the results; the Python half of check_group_cpus.sh.
     run_cases.py results --kernel V --mainline BIN [--rotate BIN] --cases FILE --out FILE.json[.gz] [--source TEXT]
     run_cases.py compare --kernel V --mainline BIN [--rotate BIN] [--machines N] [--seed S] [--dumps]
 
-``results`` runs every case of ``--cases`` (tests/data/group_cpus_kernel/cases.json)
+``results`` runs every case of ``--cases`` (data/kernel_c/cases.json)
 and writes one results file; ``compare`` checks the port
 (numalab.kernel.lib.group_cpus with ``kernel=V``) call for call against the
 C on seeded random machines (and, with ``--dumps``, the hwloc collection),

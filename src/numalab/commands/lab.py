@@ -4,6 +4,7 @@ described topology and collect what they did (see :mod:`numalab.lab`)."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 RUN_EPILOG = """\
@@ -181,7 +182,8 @@ def run_run(args) -> int:
     boot = tuple(f.strip() for f in args.boot_trace.split(",") if f.strip())
     opts = LabOptions(devices=devices, io=args.io, io_count=args.io_count, trace=trace,
                       timeout=args.timeout, accel=args.accel, boot_trace=boot)
-    path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say)
+    path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say,
+                   command="numalab " + shlex.join(sys.argv[1:]))
     print(path)
     return 0
 

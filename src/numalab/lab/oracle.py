@@ -18,6 +18,9 @@ model's policy on the same machine.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pandas as pd
 
 from ..cpumask import format_cpulist
@@ -230,3 +233,80 @@ def probe_vs_model(dump: str, policy: str, seed: int = 0) -> pd.DataFrame:
                      "same_kind": thread_kind(t.comm) == p.thread_kind,
                      "same_node": node_of.get(t.cpu) == p.cpu_node, "same_cpu": t.cpu == p.cpu})
     return pd.DataFrame(rows)
+
+
+# -- how to redo a lab dump ---------------------------------------------------
+
+_ROW = re.compile(r"^\|\s*`(?P<file>[^`]+)`\s*\|[^|]*\|\s*`(?P<cmd>numalab lab run [^`]+)`\s*\|", re.M)
+
+
+def _readme_commands(folder: Path) -> dict[str, str]:
+    """File name -> ``numalab lab run`` command, from the tables of
+    ``FOLDER/README.md`` (the committed dumps' record of how they were made)."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return {}
+    return {m["file"]: m["cmd"] for m in _ROW.finditer(readme.read_text(encoding="utf-8"))}
+
+
+def build_command(build: dict) -> str:
+    """The ``numalab lab build-kernel`` command that made the kernel a
+    manifest's ``kernel.build`` describes.
+
+    >>> build_command({"source_package": "linux-source-7.2", "name": "7.2-rotate",
+    ...                "patch": "004-group-cpus-rotate-7.2.patch"})
+    'numalab lab build-kernel --source 7.2 --patch src/numalab/lab/patches/004-group-cpus-rotate-7.2.patch -o 7.2-rotate'
+    """
+    from .build import default_name
+    version = build["source_package"].removeprefix("linux-source-")
+    cmd = f"numalab lab build-kernel --source {version}"
+    patch = build.get("patch")
+    if patch:
+        cmd += f" --patch src/numalab/lab/patches/{patch}"
+    name = build.get("name")
+    if name and name != default_name(version, Path(patch) if patch else None):
+        cmd += f" -o {name}"
+    return cmd
+
+
+def reproduce(dump) -> list[str]:
+    """The commands that redo a lab dump: ``numalab lab build-kernel`` for a
+    kernel numalab built, then the ``numalab lab run`` that booted it.
+
+    The run command comes from the manifest (``numalab_command``, recorded
+    by ``numalab lab run``) or, for dumps made before it was recorded, from
+    the table of the ``README.md`` beside the dump. Raises LabError if
+    neither has it: a measured figure must say how to measure it again.
+    """
+    path = Path(dump if isinstance(dump, (str, Path)) else dump.path)
+    d = _dump(dump)
+    cmds = []
+    build = dump_build(d)
+    if build:
+        cmds.append(build_command(build))
+    run = d.manifest.get("numalab_command") or _readme_commands(path.parent).get(path.name)
+    if not run:
+        raise LabError(f"{path.name}: no record of the command that made it "
+                       f"(no numalab_command in its manifest, no row in {path.parent / 'README.md'})")
+    cmds.append(run)
+    return cmds
+
+
+def how_to_redo(*dumps) -> str:
+    """One Markdown sentence giving the commands that redo ``dumps``, for a
+    finding measured on a real kernel: per dump, its kernel build (if numalab
+    built the kernel and no earlier dump listed that build) then its run.
+
+    >>> how_to_redo()
+    ''
+    """
+    seen: set[str] = set()
+    chains = []
+    for d in dumps:
+        cmds = [c for c in reproduce(d) if c not in seen]
+        seen.update(cmds)
+        if cmds:
+            chains.append(", then ".join(f"`{c}`" for c in cmds))
+    if not chains:
+        return ""
+    return "To measure it again: " + "; ".join(chains) + "."

@@ -233,8 +233,12 @@ def boot_trace_append(functions) -> str:
 
 def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             output: str | os.PathLike | None = None,
-            progress: Callable[[str], None] | None = None) -> Path:
+            progress: Callable[[str], None] | None = None,
+            command: str | None = None) -> Path:
     """Boot ``kernel`` on ``machine`` with ``options`` and write the lab dump.
+
+    ``command``, when given, is the command line that asked for this run; the
+    manifest keeps it (``numalab_command``) so the dump says how to redo it.
 
     Output: the path written (``output``, a file in the directory
     ``output``, or :func:`default_output_name` in the current directory).
@@ -321,6 +325,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             "format": "numalab-lab/1",
             "numalab_version": __version__,
             "created_utc": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **({"numalab_command": command} if command else {}),
             "kernel": {"release": k.release, "upstream": k.upstream, "packages": k.packages,
                        "modules_loaded": k.modules,
                        **({"build": k.build} if k.build else {})},

@@ -20,7 +20,7 @@ Two consumers of the groups leave traces in a sysfs/procfs dump:
 
 :func:`compare_blk_mq` and :func:`compare_irqs` set a dump against the
 ports. Both ports are written from the mainline text that has the
-``nummasks`` out-parameter (6.15 and later), the same text as
+``nummasks`` out-parameter (6.17 and later), the same text as
 :mod:`numalab.kernel.lib.group_cpus`.
 
 >>> from numalab.topology import load
