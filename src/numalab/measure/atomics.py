@@ -30,46 +30,19 @@ skip. Results are plain dicts, so they can be stored in a dump's
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 from .. import __version__
 from ..errors import NumalabError, ParameterError
 from ..validate import integer, number, one_of, option_integer
+from .cc import PRELUDE, compile_shared
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "bench_tables", "render"]
 
-_C_SOURCE = r"""
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <time.h>
-
+_C_SOURCE = PRELUDE + r"""
 #define LINE 128   /* two lines: keeps adjacent-line prefetch out of the way */
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
 /* ---- ping-pong ---------------------------------------------------------- */
 struct pp { _Alignas(LINE) _Atomic long flag; };
@@ -354,52 +327,12 @@ class BenchUnavailable(NumalabError):
 _LIB: ctypes.CDLL | None = None
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "numalab"
-
-
 def library() -> ctypes.CDLL:
     """Compile (once per source version) and load the benchmark library."""
     global _LIB
     if _LIB is not None:
         return _LIB
-    if not sys.platform.startswith("linux"):
-        raise BenchUnavailable("the atomics benchmark pins threads with Linux affinity calls")
-    cc_env = os.environ.get("CC", "").strip()
-    try:
-        cc_cmd = shlex.split(cc_env) if cc_env else []
-    except ValueError as e:
-        raise BenchUnavailable(f"CC={cc_env!r} cannot be read as a command: {e}") from None
-    if not cc_cmd:
-        found = shutil.which("cc") or shutil.which("gcc")
-        cc_cmd = [found] if found else []
-    if not cc_cmd:
-        raise BenchUnavailable("no C compiler (cc or gcc) on PATH; install one to run the benchmark")
-    cc = " ".join(cc_cmd)
-    digest = hashlib.sha256(_C_SOURCE.encode()).hexdigest()[:16]
-    out = _cache_dir() / f"atomics-{digest}.so"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "atomics.c"
-            src.write_text(_C_SOURCE)
-            so = Path(tmp) / "atomics.so"
-            try:
-                r = subprocess.run([*cc_cmd, "-O2", "-std=c11", "-shared", "-fPIC", "-pthread",
-                                    str(src), "-o", str(so)], capture_output=True, text=True)
-            except OSError as e:       # CC names no program, or one that cannot run
-                raise BenchUnavailable(f"cannot run the C compiler {cc!r} (CC): "
-                                       f"{e.strerror or e}") from None
-            if r.returncode != 0:
-                why = (r.stderr.strip().splitlines()[-1] if r.stderr.strip()
-                       else f"exit status {r.returncode}")
-                raise BenchUnavailable(f"compiling the benchmark with {cc} failed: {why}")
-            os.replace(so, out)
-    try:
-        lib = ctypes.CDLL(str(out))
-    except OSError as e:
-        raise BenchUnavailable(f"cannot load the compiled benchmark {out}: {e}") from None
+    lib = compile_shared("atomics", _C_SOURCE, BenchUnavailable, "benchmark")
     lib.numalab_pingpong.restype = ctypes.c_double
     lib.numalab_pingpong.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long]
     lib.numalab_pingpong_chunks.restype = ctypes.c_int

@@ -25,17 +25,11 @@ with the few points that were measured kept as such.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 from ..errors import NumalabError
+from .cc import PRELUDE, compile_shared
 from ..validate import integer
 
 __all__ = ["BitopsUnavailable", "MIN_CPUS_FOR_CURVE", "library", "flips_per_second",
@@ -46,29 +40,8 @@ MIN_CPUS_FOR_CURVE = 4
 MAX_THREADS = 1024
 MAX_ITERS = 10 ** 9
 
-_C_SOURCE = r"""
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <time.h>
-
+_C_SOURCE = PRELUDE + r"""
 #define LINE 128
-
-static double now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-static int pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
 struct word { _Alignas(LINE) _Atomic uint64_t w; };
 
@@ -183,42 +156,7 @@ def library() -> ctypes.CDLL:
     global _LIB
     if _LIB is not None:
         return _LIB
-    if not sys.platform.startswith("linux"):
-        raise BitopsUnavailable("the bitmap benchmark pins threads with Linux affinity calls")
-    cc_env = os.environ.get("CC", "").strip()
-    try:
-        cc_cmd = shlex.split(cc_env) if cc_env else []
-    except ValueError as e:
-        raise BitopsUnavailable(f"CC={cc_env!r} cannot be read as a command: {e}") from None
-    if not cc_cmd:
-        found = shutil.which("cc") or shutil.which("gcc")
-        cc_cmd = [found] if found else []
-    if not cc_cmd:
-        raise BitopsUnavailable("no C compiler (cc or gcc) on PATH; install one to run the "
-                                "bitmap benchmark")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    out = Path(base) / "numalab" / \
-        f"bitops-{hashlib.sha256(_C_SOURCE.encode()).hexdigest()[:16]}.so"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            src, so = Path(tmp) / "bitops.c", Path(tmp) / "bitops.so"
-            src.write_text(_C_SOURCE)
-            try:
-                r = subprocess.run([*cc_cmd, "-O2", "-std=c11", "-shared", "-fPIC", "-pthread",
-                                    str(src), "-o", str(so)], capture_output=True, text=True)
-            except OSError as e:
-                raise BitopsUnavailable(f"cannot run the C compiler {' '.join(cc_cmd)!r}: "
-                                        f"{e.strerror or e}") from None
-            if r.returncode != 0:
-                why = (r.stderr.strip().splitlines()[-1] if r.stderr.strip()
-                       else f"exit status {r.returncode}")
-                raise BitopsUnavailable(f"compiling the bitmap benchmark failed: {why}")
-            os.replace(so, out)
-    try:
-        lib = ctypes.CDLL(str(out))
-    except OSError as e:
-        raise BitopsUnavailable(f"cannot load the compiled benchmark {out}: {e}") from None
+    lib = compile_shared("bitops", _C_SOURCE, BitopsUnavailable, "bitmap benchmark")
     lib.numalab_bit_flips.restype = ctypes.c_double
     lib.numalab_bit_flips.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_long,
                                       ctypes.c_int]
