@@ -85,8 +85,10 @@ def test_shared_dumps_with_blk_mq_match():
 
 def test_empty_mask_fails_alloc_descs_on_the_hybrid_dump():
     """Rotate's empty group reaches alloc_descs() through
-    irq_create_affinity_masks() and fails the MSI-X allocation; mainline's
-    masks of the same call pass."""
+    irq_create_affinity_masks() and fails the first MSI-X attempt; mainline's
+    masks of the same call pass. The retry then grants the vectors before the
+    first empty mask (or fewer), never more, and never an error when that is
+    at least one."""
     from pathlib import Path
 
     from numalab.models.irq.blkmq import EINVAL, alloc_descs, msix_allocation
@@ -102,3 +104,19 @@ def test_empty_mask_fails_alloc_descs_on_the_hybrid_dump():
     assert fails and all(msix_allocation(v + 1, t, 1)["errno"] == 0 for v in range(2, 22))
     r = msix_allocation(fails[0] + 1, t, 1, "rotate", 0)
     assert r["empty"] and all(i >= 1 for i in r["empty"])      # never the admin vector
+    assert 1 <= r["vectors"] <= r["empty"][0] < fails[0] + 1
+    assert len(r["attempts"]) >= 2 and r["attempts"][-1]["errno"] == 0
+    offs = [a["spread_offset"] for a in r["attempts"]]
+    assert offs == list(range(offs[0], offs[0] + len(offs)))   # one global counter
+    assert msix_allocation(fails[0] + 1, t, 1)["vectors"] == fails[0] + 1
+
+
+def test_msix_retry_gives_enospc_when_nothing_was_allocated():
+    """msi_handle_pci_fail() returns -ENOSPC when the first descriptor fails;
+    the admin vector is never empty, so force it: an empty default mask."""
+    from numalab.models.irq import blkmq as B
+    from numalab.models.irq.sweep import clustered_view
+    v = clustered_view(1, (4, 1))
+    assert B.irq_calc_affinity_vectors(2, 9, 3) == 0          # more reserved than minvec
+    r = B.msix_allocation(6, v, 1, "rotate", 1, minvec=6)     # retry below minvec
+    assert r["vectors"] == -B.ENOSPC and r["errno"] == -B.EINVAL

@@ -42,7 +42,8 @@ from ...topology.model import Topology
 from .bound import cached_view
 
 __all__ = ["blk_mq_map_queues", "blk_mq_map_queues_legacy", "hctx_masks",
-           "irq_create_affinity_masks", "EINVAL", "alloc_descs", "msix_allocation", "compare_blk_mq", "managed_vectors", "compare_irqs"]
+           "irq_create_affinity_masks", "EINVAL", "ENOSPC", "alloc_descs", "irq_calc_affinity_vectors",
+           "msix_allocation", "compare_blk_mq", "managed_vectors", "compare_irqs"]
 
 
 def _bits(mask: int):
@@ -179,7 +180,9 @@ def alloc_descs(affinity: Sequence[tuple[int, bool]] | None) -> int:
     """The check that opens ``alloc_descs()`` (``kernel/irq/irqdesc.c``, Linux
     7.2): with affinity descriptors given, any empty mask makes it return
     ``-EINVAL`` before a descriptor is allocated; otherwise 0 here (the
-    kernel goes on to allocate and returns the first IRQ number).
+    kernel goes on to allocate and returns the first IRQ number). MSI-X
+    calls it once per vector (one descriptor each), so the first empty mask
+    is where an allocation stops.
 
     >>> alloc_descs([(0b11, False), (0b01, True)]), alloc_descs([(0b11, False), (0, True)])
     (0, -22)
@@ -191,27 +194,80 @@ def alloc_descs(affinity: Sequence[tuple[int, bool]] | None) -> int:
     return 0
 
 
-def msix_allocation(nvecs: int, topo: Topology, pre_vectors: int = 1,
-                    variant: str = "mainline", first_offset: int = 0) -> dict:
-    """What an MSI-X allocation of ``nvecs`` vectors (``pre_vectors`` of them
-    unmanaged, as NVMe's admin queue) gets: ``irq_create_affinity_masks()``
-    (:func:`irq_create_affinity_masks`), then ``alloc_descs()`` on each
-    vector's descriptor (:func:`alloc_descs`). Returns ``masks`` (one per
-    vector), ``empty`` (indices of empty masks) and ``errno`` (0, or
-    ``-EINVAL``: ``__pci_enable_msix_range()`` returns it at once, and
-    ``pci_alloc_irq_vectors_affinity()`` falls back to MSI or INTx only if
-    the driver's flags allow them).
+ENOSPC = 28
 
-    >>> from numalab.topology import load
-    >>> msix_allocation(3, load("numa:1 core:2 pu:1"))["errno"]
-    0
+
+def irq_calc_affinity_vectors(minvec: int, maxvec: int, pre_vectors: int, post_vectors: int = 0,
+                              calc_sets: bool = True, possible_cpus: int = 0) -> int:
+    """``irq_calc_affinity_vectors()`` (``kernel/irq/affinity.c``, Linux 7.2):
+    how many vectors to ask for. A driver with a ``calc_sets`` callback
+    (NVMe) keeps ``maxvec``; otherwise the spread vectors are capped at the
+    possible CPUs. 0 if the reserved vectors exceed ``minvec``.
+
+    >>> irq_calc_affinity_vectors(1, 9, 1), irq_calc_affinity_vectors(1, 9, 1, calc_sets=False, possible_cpus=4)
+    (9, 5)
     """
-    masks = irq_create_affinity_masks(nvecs, topo, pre_vectors, variant=variant,
-                                      first_offset=first_offset)
-    if masks is None:
-        return {"masks": [], "empty": [], "errno": 0}
-    return {"masks": [m for m, _ in masks], "empty": [i for i, (m, _) in enumerate(masks) if not m],
-            "errno": alloc_descs(masks)}
+    resv = pre_vectors + post_vectors
+    if resv > minvec:
+        return 0
+    set_vecs = maxvec - resv if calc_sets else possible_cpus
+    return resv + min(set_vecs, maxvec - resv)
+
+
+def msix_allocation(nvecs: int, topo: Topology, pre_vectors: int = 1,
+                    variant: str = "mainline", first_offset: int = 0, minvec: int = 1) -> dict:
+    """What an MSI-X allocation asking for ``nvecs`` vectors (``pre_vectors``
+    of them unmanaged, as NVMe's admin queue; NVMe's ``calc_sets``) ends
+    with: ``__pci_enable_msix_range()`` (``drivers/pci/msi/msi.c``, Linux
+    7.2) and what it calls, each attempt in order.
+
+    One attempt: ``irq_calc_affinity_vectors()``, then
+    ``irq_create_affinity_masks()`` (one ``group_cpus_evenly()`` call, at
+    spread offset ``first_offset`` for the first attempt, the next offset for
+    each retry: under rotate the offset is one global counter), then
+    ``alloc_descs()`` vector by vector (:func:`alloc_descs`). At the first
+    empty mask the descriptor fails with ``-EINVAL`` and
+    ``msi_handle_pci_fail()`` (``kernel/irq/msi.c``) turns it into the number
+    of vectors allocated before it (``-ENOSPC`` if none);
+    ``__pci_enable_msix_range()`` retries with that many, or gives
+    ``-ENOSPC`` below ``minvec``. So an empty mask costs the vectors from
+    it onward; the driver sees fewer vectors, not an error.
+
+    Returns ``vectors`` (granted, or a negative errno), ``masks`` (of the
+    granted vectors), ``errno`` and ``empty`` (of the first attempt: what
+    ``alloc_descs()`` made of it), and ``attempts`` (per attempt:
+    ``vectors``, ``spread_offset``, ``empty``, ``errno``).
+
+    >>> from numalab.models.irq.sweep import clustered_view
+    >>> r = msix_allocation(6, clustered_view(1, (4, 1)), 1, "rotate", 1)  # clusters {0-3}, {4}
+    >>> r["errno"], r["vectors"], [a["spread_offset"] for a in r["attempts"]]
+    (-22, 5, [1, 2])
+    """
+    possible = cached_view(topo).possible.bit_count()
+    nvec, offset, attempts = nvecs, first_offset, []
+    first = None
+    while True:
+        nvec = irq_calc_affinity_vectors(minvec, nvec, pre_vectors, 0, True, possible)
+        if nvec < minvec:
+            return {"vectors": -ENOSPC, "masks": [], "attempts": attempts,
+                    **(first or {"errno": 0, "empty": []})}
+        masks = irq_create_affinity_masks(nvec, topo, pre_vectors, variant=variant,
+                                          first_offset=offset)
+        empty = [i for i, (m, _) in enumerate(masks or []) if not m]
+        errno = alloc_descs(masks) if masks is not None else 0
+        attempts.append({"vectors": nvec, "spread_offset": offset if masks is not None else None,
+                         "empty": empty, "errno": errno})
+        if first is None:
+            first = {"errno": errno, "empty": empty}
+        if masks is not None:
+            offset += 1
+        if not errno:
+            return {"vectors": nvec, "masks": [m for m, _ in masks] if masks else [],
+                    "attempts": attempts, **first}
+        allocated = empty[0]                   # msi_handle_pci_fail(): vectors before it
+        if allocated == 0 or allocated < minvec:
+            return {"vectors": -ENOSPC, "masks": [], "attempts": attempts, **first}
+        nvec = allocated
 
 
 def compare_blk_mq(topo: Topology, label: str | None = None) -> pd.DataFrame:

@@ -1,0 +1,158 @@
+"""The arm64 runs: uneven CPU clusters on a real kernel (issue 18, item 6).
+
+An x86 guest cannot be given clusters of unequal size; an arm64 guest reads
+its clusters from the device tree's ``/cpus/cpu-map``. ``tools/lab_arm64/``
+builds Debian's Linux 7.2 for arm64 with and without the rotate patch,
+edits QEMU's device tree, and boots each kernel with one NVMe controller;
+the guest's ``/init`` prints the cluster lists, the NVMe queue count, and
+every vector's affinity to the serial console. The console logs and the
+description of each run (``runs.toml``) are in ``data/lab/arm64/``.
+
+This module reads those logs (:func:`read_console`) and puts each run next
+to the port (:func:`compare`): NVMe asks ``1 + min(possible CPUs,
+max_ioqpairs)`` vectors, one of them the admin queue's (``pre_vectors``),
+and :func:`numalab.models.irq.blkmq.msix_allocation` follows
+``__pci_enable_msix_range()`` through ``group_cpus_evenly()`` and
+``alloc_descs()``, retry included. The first ``group_cpus_evenly()`` call of
+a boot is blk-mq's map of the admin queue (offset 0 under rotate), so the
+NVMe allocation starts at spread offset 1: the debug build's log shows both.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..cpumask import format_cpulist, parse_cpulist
+from . import LabError
+
+__all__ = ["Arm64Run", "read_console", "runs", "view_of", "predict", "compare", "debug_calls",
+           "default_folder"]
+
+_QUEUES = re.compile(r"nvme nvme0: (\d+)/(\d+)/(\d+) default/read/poll queues")
+_IRQ_NAME = re.compile(r"^\s*(\d+):.*\snvme0q(\d+)\s*$", re.M)
+_AFFINITY = re.compile(r"^irq (\d+) smp_affinity_list: ([\d,\-]*)\s*$", re.M)
+_CLUSTER = re.compile(r"^cpu(\d+) cluster_cpus_list: ([\d,\-]+)\s*$", re.M)
+_DBG_CALL = re.compile(r"numalab-dbg: group_cpus_evenly\(numgrps=(\d+)\) spread_offset=(\d+) "
+                       r"nummasks=(\d+) caller (\w+)")
+
+
+def default_folder() -> Path:
+    """``data/lab/arm64`` of this checkout."""
+    from ..datasets import repo_root
+    return repo_root() / "data" / "lab" / "arm64"
+
+
+@dataclass(frozen=True)
+class Arm64Run:
+    """One boot: what ``runs.toml`` says was booted, and what the console showed."""
+    log: Path
+    kernel: str
+    nodes: tuple[int, ...]
+    clusters: tuple[int, ...]
+    max_ioqpairs: int
+    command: str
+    debug: bool = False
+    measured: dict = field(default_factory=dict, compare=False)
+
+
+def read_console(path: str | Path) -> dict:
+    """What a console log of ``tools/lab_arm64/init.c`` shows: ``io_queues``
+    (the NVMe driver's default queues), ``queue_masks`` (the smp_affinity of
+    I/O queues 1..N, cpumask ints), ``admin_mask`` and ``clusters`` ({cpu:
+    cluster mask}). Raises LabError if the log lacks the NVMe line."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    m = _QUEUES.search(text)
+    if not m:
+        raise LabError(f"{Path(path).name}: no 'nvme nvme0: N/0/0 default/read/poll queues' line")
+    irq_queue = {int(i): int(q) for i, q in _IRQ_NAME.findall(text)}
+    aff = {int(i): parse_cpulist(lst) if lst else 0 for i, lst in _AFFINITY.findall(text)}
+    by_queue = {q: aff.get(i) for i, q in irq_queue.items()}
+    n = int(m.group(1))
+    return {"io_queues": n, "queue_masks": [by_queue.get(q) for q in range(1, n + 1)],
+            "admin_mask": by_queue.get(0),
+            "clusters": {int(c): parse_cpulist(lst) for c, lst in _CLUSTER.findall(text)}}
+
+
+def debug_calls(path: str | Path) -> list[tuple[int, int, str]]:
+    """``(numgrps, spread_offset, caller)`` of every ``group_cpus_evenly()``
+    call a debug build (``debug-prints.patch``) logged, in order (each line
+    appears twice in a log, once on the console and once in dmesg: the
+    first copy is kept)."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    console = text.split("=== LAB BEGIN ===", 1)[0]
+    return [(int(g), int(o), caller) for g, o, _, caller in _DBG_CALL.findall(console)]
+
+
+def runs(folder: str | Path | None = None) -> list[Arm64Run]:
+    """The runs of ``runs.toml`` with their consoles read."""
+    folder = Path(folder) if folder is not None else default_folder()
+    try:
+        spec = tomllib.loads((folder / "runs.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise LabError(f"{folder / 'runs.toml'}: {e}") from None
+    out = []
+    for r in spec.get("run", []):
+        log = folder / "logs" / r["log"]
+        out.append(Arm64Run(log=log, kernel=r["kernel"],
+                            nodes=tuple(parse_cpulist(n) for n in r["nodes"]),
+                            clusters=tuple(parse_cpulist(c) for c in r["clusters"]),
+                            max_ioqpairs=int(r["max_ioqpairs"]), command=r["command"],
+                            debug=bool(r.get("debug", False)), measured=read_console(log)))
+    return out
+
+
+def view_of(nodes, clusters):
+    """The ``group_cpus.c`` view of a machine given as node CPU masks and
+    cluster CPU masks (one CPU per core, no SMT), CPUs 0..N-1 all present.
+
+    >>> v = view_of([0b11111], [0b01111, 0b10000])
+    >>> v.nr_cpu_ids, format_cpulist(v.cluster[4])
+    (5, '4')
+    """
+    from ..kernel.lib.group_cpus import CpuTopo, build_node_to_cpumask
+    full = 0
+    for n in nodes:
+        full |= n
+    ncpu = full.bit_length()
+    if full != (1 << ncpu) - 1:
+        raise LabError(f"CPUs {format_cpulist(full)}: expected CPUs 0 to N-1")
+    node_of = {c: i for i, n in enumerate(nodes) for c in range(ncpu) if n >> c & 1}
+    cluster_of = {c: m for m in clusters for c in range(ncpu) if m >> c & 1}
+    if set(cluster_of) != set(range(ncpu)):
+        raise LabError("the clusters do not cover every CPU once")
+    base = CpuTopo(nr_cpu_ids=ncpu, nr_node_ids=len(nodes), possible=full, present=full,
+                   node_possible=tuple(range(len(nodes))),
+                   cpu_to_node=tuple(node_of[c] for c in range(ncpu)),
+                   sibling=tuple(1 << c for c in range(ncpu)),
+                   cluster=tuple(cluster_of[c] for c in range(ncpu)))
+    return CpuTopo(**{**base.__dict__, "node_to_cpumask": tuple(build_node_to_cpumask(base))})
+
+
+def predict(run: Arm64Run) -> dict:
+    """The port's answer for a run: the vectors NVMe asks for, the
+    allocation path (:func:`numalab.models.irq.blkmq.msix_allocation`,
+    starting at spread offset 1), the I/O queues it ends with and their masks."""
+    from ..models.irq.blkmq import msix_allocation
+    view = view_of(run.nodes, run.clusters)
+    asked = 1 + min(view.nr_cpu_ids, run.max_ioqpairs)
+    variant = "rotate" if run.kernel.endswith("-rotate") else "mainline"
+    r = msix_allocation(asked, view, 1, variant, first_offset=1)
+    return {"vectors_asked": asked, "variant": variant, "io_queues": r["vectors"] - 1,
+            "queue_masks": r["masks"][1:], "attempts": r["attempts"], "first_errno": r["errno"]}
+
+
+def compare(run: Arm64Run) -> dict:
+    """One row: the run, measured against predicted queue count and masks."""
+    p, m = predict(run), run.measured
+    return {"log": run.log.name, "kernel": run.kernel,
+            "clusters": " / ".join(format_cpulist(c) for c in run.clusters),
+            "nodes": len(run.nodes), "vectors asked": p["vectors_asked"],
+            "I/O queues (measured)": m["io_queues"], "I/O queues (predicted)": p["io_queues"],
+            "masks (measured)": " | ".join(format_cpulist(x) if x is not None else "?"
+                                          for x in m["queue_masks"]),
+            "masks (predicted)": " | ".join(format_cpulist(x) for x in p["queue_masks"]),
+            "allocation attempts (predicted)": len(p["attempts"]),
+            "equal": m["io_queues"] == p["io_queues"] and m["queue_masks"] == p["queue_masks"]}
