@@ -62,8 +62,20 @@ def share_phrase(k: int, n: int, word: str, words: str | None = None) -> str:
     return "on " + count_of(k, n, word, words)
 
 
+#: Below this a fraction is floating-point noise (the difference of two
+#: equal sums computed in another order), printed as 0.
+NOISE = 1e-12
+
+
 def pct(fraction: float, digits: int = 3) -> str:
-    """A fraction as a percentage with ``digits`` significant digits."""
+    """A fraction as a percentage with ``digits`` significant digits; a
+    fraction within :data:`NOISE` of zero is 0.
+
+    >>> pct(0.0398), pct(3.3e-16), pct(-0.000311)
+    ('3.98 %', '0 %', '-0.0311 %')
+    """
+    if abs(fraction) < NOISE:
+        fraction = 0
     return f"{fmt(100 * fraction, digits)} %"
 
 
