@@ -735,3 +735,17 @@ def test_boot_a_real_kernel(tmp_path):
     assert c.node == 1 and c.msi_vectors == 5
     assert sorted(d.blk_mq[c.disks[0]]) == [0, 1, 2, 3]
     assert [t.function for t in d.trace] == ["nvme_probe"]
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no lab dumps in data/lab")
+def test_lab_show_says_how_to_make_the_dump_again(capsys, tmp_path):
+    from numalab.cli import main
+    built = next(p for p in COMMITTED if p.name.startswith("lab-built-"))
+    assert main(["lab", "show", str(built)]) == 0
+    out = capsys.readouterr().out
+    assert "to make it again: numalab lab build-kernel --source" in out
+    assert "to make it again: numalab lab run --kernel built:" in out and built.name in out
+    copy = tmp_path / built.name                     # no README beside it, no record
+    shutil.copy(built, copy)
+    assert main(["lab", "show", str(copy)]) == 0
+    assert "to make it again: not recorded" in capsys.readouterr().out

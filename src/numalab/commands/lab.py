@@ -219,6 +219,14 @@ def run_show(args) -> int:
               f"{build['source_version']}, patch {build.get('patch') or 'none'} "
               f"(fragment sha256 {build['fragment_sha256'][:12]}, patch sha256 "
               f"{(build.get('patch_sha256') or '-')[:12]})")
+    from ..lab import LabError
+    from ..lab.oracle import reproduce
+    try:
+        for cmd in reproduce(d):
+            print(f"  to make it again: {cmd}")
+    except LabError:
+        print("  to make it again: not recorded (no numalab_command in the manifest, "
+              "no row in the README beside it)")
     for t in d.boot_trace:
         print(f"  boot trace: cpu {t.cpu} {t.comm} {t.function} <- {t.parent}")
     for c in d.nvme:
