@@ -29,7 +29,7 @@ from ..cpumask import format_cpulist, parse_cpulist
 from . import LabError
 
 __all__ = ["Arm64Run", "read_console", "runs", "view_of", "predict", "compare", "debug_calls",
-           "default_folder"]
+           "warnings", "default_folder"]
 
 _QUEUES = re.compile(r"nvme nvme0: (\d+)/(\d+)/(\d+) default/read/poll queues")
 _IRQ_NAME = re.compile(r"^\s*(\d+):.*\snvme0q(\d+)\s*$", re.M)
@@ -86,6 +86,30 @@ def debug_calls(path: str | Path) -> list[tuple[int, int, str]]:
     return [(int(g), int(o), caller) for g, o, _, caller in _DBG_CALL.findall(console)]
 
 
+_LEVEL = re.compile(r"^<([0-7])>\[[^\]]*\] (.*)$", re.M)
+
+
+def warnings(path: str | Path, worst: int = 4) -> list[str]:
+    """The kernel log lines of a console log at level ``worst`` or more
+    severe (``KERN_WARNING`` = 4 by default: warnings, errors, worse), and
+    any line that mentions nvme with "fail" or "error", debug prints left out.
+
+    >>> import tempfile, os
+    >>> f = tempfile.NamedTemporaryFile("w", suffix=".log", delete=False)
+    >>> _ = f.write("<6>[ 0.1] ok\\n<3>[ 0.2] nvme: bad\\n"); f.close()
+    >>> w = warnings(f.name); os.unlink(f.name)
+    >>> w
+    ['<3> nvme: bad']
+    """
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    out = [f"<{lvl}> {msg}" for lvl, msg in _LEVEL.findall(text)
+           if int(lvl) <= worst and "numalab-dbg" not in msg]
+    out += [line.strip() for line in text.splitlines()
+            if "nvme" in line and re.search(r"fail|error", line, re.I)
+            and not line.startswith("<") and "numalab-dbg" not in line]
+    return out
+
+
 def runs(folder: str | Path | None = None) -> list[Arm64Run]:
     """The runs of ``runs.toml`` with their consoles read."""
     folder = Path(folder) if folder is not None else default_folder()
@@ -140,7 +164,8 @@ def predict(run: Arm64Run) -> dict:
     asked = 1 + min(view.nr_cpu_ids, run.max_ioqpairs)
     variant = "rotate" if run.kernel.endswith("-rotate") else "mainline"
     r = msix_allocation(asked, view, 1, variant, first_offset=1)
-    return {"vectors_asked": asked, "variant": variant, "io_queues": r["vectors"] - 1,
+    # nvme_setup_io_queues(): one vector is the admin queue's, at least one I/O queue
+    return {"vectors_asked": asked, "variant": variant, "io_queues": max(r["vectors"] - 1, 1),
             "queue_masks": r["masks"][1:], "attempts": r["attempts"], "first_errno": r["errno"]}
 
 

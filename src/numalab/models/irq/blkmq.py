@@ -198,11 +198,12 @@ ENOSPC = 28
 
 
 def irq_calc_affinity_vectors(minvec: int, maxvec: int, pre_vectors: int, post_vectors: int = 0,
-                              calc_sets: bool = True, possible_cpus: int = 0) -> int:
+                              calc_sets: bool = True, possible_cpus: int | None = None) -> int:
     """``irq_calc_affinity_vectors()`` (``kernel/irq/affinity.c``, Linux 7.2):
     how many vectors to ask for. A driver with a ``calc_sets`` callback
     (NVMe) keeps ``maxvec``; otherwise the spread vectors are capped at the
-    possible CPUs. 0 if the reserved vectors exceed ``minvec``.
+    possible CPUs (``possible_cpus``, required then). 0 if the reserved
+    vectors exceed ``minvec``.
 
     >>> irq_calc_affinity_vectors(1, 9, 1), irq_calc_affinity_vectors(1, 9, 1, calc_sets=False, possible_cpus=4)
     (9, 5)
@@ -210,28 +211,42 @@ def irq_calc_affinity_vectors(minvec: int, maxvec: int, pre_vectors: int, post_v
     resv = pre_vectors + post_vectors
     if resv > minvec:
         return 0
-    set_vecs = maxvec - resv if calc_sets else possible_cpus
+    if calc_sets:
+        set_vecs = maxvec - resv
+    elif possible_cpus is None:
+        raise ValueError("possible_cpus is needed without calc_sets")
+    else:
+        set_vecs = possible_cpus
     return resv + min(set_vecs, maxvec - resv)
 
 
 def msix_allocation(nvecs: int, topo: Topology, pre_vectors: int = 1,
-                    variant: str = "mainline", first_offset: int = 0, minvec: int = 1) -> dict:
+                    variant: str = "mainline", first_offset: int = 0, minvec: int = 1,
+                    hwsize: int | None = None) -> dict:
     """What an MSI-X allocation asking for ``nvecs`` vectors (``pre_vectors``
-    of them unmanaged, as NVMe's admin queue; NVMe's ``calc_sets``) ends
-    with: ``__pci_enable_msix_range()`` (``drivers/pci/msi/msi.c``, Linux
-    7.2) and what it calls, each attempt in order.
+    of them unmanaged, as NVMe's admin queue) ends with:
+    ``__pci_enable_msix_range()`` (``drivers/pci/msi/msi.c``, Linux 7.2)
+    and what it calls, each attempt in order.
 
-    One attempt: ``irq_calc_affinity_vectors()``, then
-    ``irq_create_affinity_masks()`` (one ``group_cpus_evenly()`` call, at
-    spread offset ``first_offset`` for the first attempt, the next offset for
-    each retry: under rotate the offset is one global counter), then
-    ``alloc_descs()`` vector by vector (:func:`alloc_descs`). At the first
-    empty mask the descriptor fails with ``-EINVAL`` and
-    ``msi_handle_pci_fail()`` (``kernel/irq/msi.c``) turns it into the number
-    of vectors allocated before it (``-ENOSPC`` if none);
-    ``__pci_enable_msix_range()`` retries with that many, or gives
-    ``-ENOSPC`` below ``minvec``. So an empty mask costs the vectors from
-    it onward; the driver sees fewer vectors, not an error.
+    ``nvecs`` is first capped at the device's table size ``hwsize`` (if
+    given). One attempt: ``irq_calc_affinity_vectors()`` (a driver with
+    ``calc_sets``, as NVMe), then ``irq_create_affinity_masks()`` with one
+    interrupt set (NVMe without write or poll queues: one
+    ``group_cpus_evenly()`` call), then ``alloc_descs()`` vector by vector
+    (:func:`alloc_descs`). At the first empty mask the descriptor fails with
+    ``-EINVAL``; ``msi_handle_pci_fail()`` (``kernel/irq/msi.c``, PCI MSI
+    domains only) turns it into the number of vectors allocated before it,
+    or ``-ENOSPC`` if there were none; the failed attempt's vectors are
+    freed, and ``__pci_enable_msix_range()`` loops with that many, or gives
+    ``-ENOSPC`` below ``minvec`` (the MSI and INTx fallbacks of
+    ``pci_alloc_irq_vectors_affinity()`` are not modelled). So an empty mask
+    costs the vectors from it onward; the driver sees fewer vectors, not an
+    error.
+
+    Spread offsets: the first attempt's call gets ``first_offset``, each
+    retry the next one, as when no other caller of ``group_cpus_evenly()``
+    comes between (under rotate the offset is one global counter, and
+    asynchronous probing can interleave other devices' calls).
 
     Returns ``vectors`` (granted, or a negative errno), ``masks`` (of the
     granted vectors), ``errno`` and ``empty`` (of the first attempt: what
@@ -243,11 +258,12 @@ def msix_allocation(nvecs: int, topo: Topology, pre_vectors: int = 1,
     >>> r["errno"], r["vectors"], [a["spread_offset"] for a in r["attempts"]]
     (-22, 5, [1, 2])
     """
-    possible = cached_view(topo).possible.bit_count()
     nvec, offset, attempts = nvecs, first_offset, []
+    if hwsize is not None:
+        nvec = min(nvec, hwsize)
     first = None
     while True:
-        nvec = irq_calc_affinity_vectors(minvec, nvec, pre_vectors, 0, True, possible)
+        nvec = irq_calc_affinity_vectors(minvec, nvec, pre_vectors, 0, True)
         if nvec < minvec:
             return {"vectors": -ENOSPC, "masks": [], "attempts": attempts,
                     **(first or {"errno": 0, "empty": []})}

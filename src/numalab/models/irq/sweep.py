@@ -380,8 +380,10 @@ def sweep_uneven(cluster_layouts: Iterable[Sequence[int]], nodes: Iterable[int] 
     """Mainline and rotate on machines with unequal clusters
     (:func:`clustered_view`), vectors a fraction of the CPUs: one row per
     configuration with ``max_dedicated``, ``cpus_at_max_dedicated`` and
-    ``empty_masks`` (masks the call left empty: an MSI-X allocation that
-    ``alloc_descs()`` refuses). Rotate's devices get offsets 0, 1, 2...
+    ``empty_masks`` (masks the call left empty: the MSI-X attempt that
+    ``alloc_descs()`` refuses, after which the kernel retries with fewer
+    vectors, :func:`numalab.models.irq.blkmq.msix_allocation`). The rows
+    score each device's first call; rotate's devices get offsets 0, 1, 2...
 
     >>> df = sweep_uneven([(4, 1)], nodes=[1], vectors_per_cpu=[1.0], devices=[1])
     >>> df[["variant", "vectors", "empty_masks"]].values.tolist()
