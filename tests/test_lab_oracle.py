@@ -166,3 +166,14 @@ def test_a_dump_without_a_record_is_an_error(tmp_path):
     shutil.copy(src, copy)
     with pytest.raises(LabError, match="no record of the command"):
         reproduce(copy)
+
+
+def test_built_dumps_were_made_with_the_committed_fragment():
+    """A changed fragment builds other kernels than the ones the committed
+    dumps booted: remake the dumps with it, or keep the fragment."""
+    import hashlib
+    from numalab.lab.build import FRAGMENT
+    sha = hashlib.sha256(FRAGMENT.read_text().encode()).hexdigest()
+    built = [p for p in DUMPS if dump_build(p)]
+    assert built
+    assert {dump_build(p)["fragment_sha256"] for p in built} == {sha}
