@@ -120,3 +120,23 @@ def test_msix_retry_gives_enospc_when_nothing_was_allocated():
     assert B.irq_calc_affinity_vectors(2, 9, 3) == 0          # more reserved than minvec
     r = B.msix_allocation(6, v, 1, "rotate", 1, minvec=6)     # retry below minvec
     assert r["vectors"] == -B.ENOSPC and r["errno"] == -B.EINVAL
+
+
+def test_msix_losses_on_the_hybrid_dump():
+    """Mainline grants every vector; rotate loses some at the top of the
+    range, never grants more than asked, and the table counts offsets."""
+    from pathlib import Path
+
+    from numalab.models.irq.blkmq import msix_losses
+    from numalab.topology import load
+    p = Path(__file__).resolve().parents[1] / "data" / "hwloc" / "linux" / \
+        "20em64t-hybrid-1p6c2t+2ca4co1t.tar.bz2"
+    if not p.exists():
+        import pytest
+        pytest.skip("hybrid dump not present")
+    df = msix_losses(load(str(p)), range(2, 21), range(6))
+    assert (df["mainline: vectors granted"] == df["vectors spread"] + 1).all()
+    lost = df["rotate: I/O queues lost"].str.split(" or ").map(lambda xs: [int(x) for x in xs])
+    assert all(min(x) >= 0 for x in lost) and (df["max lost"] == lost.map(max)).all()
+    losing = df[df["max lost"] > 0]
+    assert len(losing) and (losing["rotate: offsets losing vectors"] <= 6).all()

@@ -70,3 +70,16 @@ def test_a_log_without_the_nvme_line_is_an_error(tmp_path):
     bad.write_text("=== LAB BEGIN ===\nnothing\n")
     with pytest.raises(LabError, match="no 'nvme nvme0"):
         A.read_console(bad)
+
+
+def test_configurations_pair_the_kernels_per_machine_and_request():
+    cfg = A.configurations(A.table(RUNS))
+    assert len(cfg) == 4 and cfg[["boots 7.2", "boots 7.2-rotate"]].to_numpy().sum() == len(COMPARED)
+    uneven = cfg[(cfg.nodes == 1) & (cfg.clusters == "0-3 / 4") & (cfg.asked == 5)].iloc[0]
+    assert (uneven["queues 7.2"], uneven["queues 7.2-rotate"]) == ("5", "4")
+
+
+def test_the_only_warnings_are_not_about_devices_or_interrupts():
+    msgs = A.warning_messages(RUNS)
+    assert msgs and not [m for m in msgs if A.IRQ_WORDS.search(m)]
+    assert A.IRQ_WORDS.search("nvme 0000:00:01.0: MSI-X vector allocation failed")

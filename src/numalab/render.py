@@ -147,6 +147,35 @@ def _fallback_svg(spec: dict) -> str:
         return ""
 
 
+# The part of a chart's script that embeds it into ``el`` once, then drops
+# the fallback drawing; both page kinds share it.
+_SHOW_BODY = (
+    "if(!el||el.getAttribute('data-embedded')){return;}"
+    "el.setAttribute('data-embedded','1');"
+    "window.vegaEmbed(el,spec,opt).then(function(){"
+    "var f=el.querySelector('.numalab-chart-fallback');if(f){f.remove();}"
+    "}).catch(function(e){console.error('numalab chart '+id+': '+e);});}"
+)
+
+
+def _chart(spec: dict, element_id: str, fallback_svg: str, embed_options: dict | None,
+           find: str, find_in_show: str, wait: str, between: str) -> str:
+    """The div with its fallback drawing, then a script that finds the div
+    (``find`` before ``show()``, ``find_in_show`` inside it), embeds it at
+    once if ``vegaEmbed`` is there, else on ``wait``."""
+    options = dict(EMBED_OPTIONS if embed_options is None else embed_options)
+    fallback = (f'<div class="numalab-chart-fallback">{fallback_svg}</div>'
+                if fallback_svg else "")
+    script = (
+        "(function(){"
+        f"var id={json.dumps(element_id)},spec={_script_json(spec)},opt={_script_json(options)};"
+        + find + "function show(){" + find_in_show + _SHOW_BODY
+        + "if(typeof window.vegaEmbed==='function'){show();}" + wait + "})();"
+    )
+    return (f'<div class="numalab-chart" id="{html.escape(element_id)}">{fallback}</div>'
+            f'{between}<script type="text/javascript">{script}</script>\n')
+
+
 def chart_html(spec: dict, element_id: str, fallback_svg: str = "",
                embed_options: dict | None = None) -> str:
     """The HTML for one chart: the div, its fallback drawing, and the
@@ -159,27 +188,11 @@ def chart_html(spec: dict, element_id: str, fallback_svg: str = "",
     >>> '<div class="numalab-chart" id="c1">' in chart_html({}, "c1")
     True
     """
-    options = dict(EMBED_OPTIONS if embed_options is None else embed_options)
-    fallback = (f'<div class="numalab-chart-fallback">{fallback_svg}</div>'
-                if fallback_svg else "")
-    eid = json.dumps(element_id)
-    script = (
-        "(function(){"
-        f"var id={eid},spec={_script_json(spec)},opt={_script_json(options)};"
-        "function show(){"
-        "var el=document.getElementById(id);"
-        "if(!el||el.getAttribute('data-embedded')){return;}"
-        "el.setAttribute('data-embedded','1');"
-        "window.vegaEmbed(el,spec,opt).then(function(){"
-        "var f=el.querySelector('.numalab-chart-fallback');if(f){f.remove();}"
-        "}).catch(function(e){console.error('numalab chart '+id+': '+e);});}"
-        "if(typeof window.vegaEmbed==='function'){show();}"
-        "else{document.addEventListener('DOMContentLoaded',function(){"
-        "if(typeof window.vegaEmbed==='function'){show();}});}"
-        "})();"
-    )
-    return (f'<div class="numalab-chart" id="{html.escape(element_id)}">{fallback}</div>\n'
-            f'<script type="text/javascript">{script}</script>\n')
+    return _chart(spec, element_id, fallback_svg, embed_options,
+                  find="", find_in_show="var el=document.getElementById(id);",
+                  wait="else{document.addEventListener('DOMContentLoaded',function(){"
+                       "if(typeof window.vegaEmbed==='function'){show();}});}",
+                  between="\n")
 
 
 def lab_chart_html(spec: dict, element_id: str, fallback_svg: str = "",
@@ -195,27 +208,12 @@ def lab_chart_html(spec: dict, element_id: str, fallback_svg: str = "",
     >>> html.startswith('<div class="numalab-chart" id="c1">') and READY_EVENT in html
     True
     """
-    options = dict(EMBED_OPTIONS if embed_options is None else embed_options)
-    fallback = (f'<div class="numalab-chart-fallback">{fallback_svg}</div>'
-                if fallback_svg else "")
-    eid = json.dumps(element_id)
-    script = (
-        "(function(){"
-        f"var id={eid},spec={_script_json(spec)},opt={_script_json(options)};"
-        "var me=document.currentScript,el=me&&me.previousElementSibling;"
-        "if(!el||el.id!==id){el=document.getElementById(id);}"
-        "function show(){"
-        "if(!el||el.getAttribute('data-embedded')){return;}"
-        "el.setAttribute('data-embedded','1');"
-        "window.vegaEmbed(el,spec,opt).then(function(){"
-        "var f=el.querySelector('.numalab-chart-fallback');if(f){f.remove();}"
-        "}).catch(function(e){console.error('numalab chart '+id+': '+e);});}"
-        "if(typeof window.vegaEmbed==='function'){show();}"
-        f"else{{window.addEventListener({json.dumps(READY_EVENT)},show,{{once:true}});}}"
-        "})();"
-    )
-    return (f'<div class="numalab-chart" id="{html.escape(element_id)}">{fallback}</div>'
-            f'<script type="text/javascript">{script}</script>\n')
+    return _chart(spec, element_id, fallback_svg, embed_options,
+                  find="var me=document.currentScript,el=me&&me.previousElementSibling;"
+                       "if(!el||el.id!==id){el=document.getElementById(id);}",
+                  find_in_show="",
+                  wait=f"else{{window.addEventListener({json.dumps(READY_EVENT)},show,{{once:true}});}}",
+                  between="")
 
 
 def libraries_html() -> str:

@@ -29,7 +29,11 @@ from ..cpumask import format_cpulist, parse_cpulist
 from . import LabError
 
 __all__ = ["Arm64Run", "read_console", "runs", "view_of", "predict", "compare", "debug_calls",
-           "warnings", "default_folder"]
+           "warnings", "warning_messages", "table", "configurations", "default_folder"]
+
+#: Warnings about the devices and interrupts the runs test (any such warning
+#: in a boot would be the error the book says is missing).
+IRQ_WORDS = re.compile(r"nvme|msi|irq|interrupt|vector", re.I)
 
 _QUEUES = re.compile(r"nvme nvme0: (\d+)/(\d+)/(\d+) default/read/poll queues")
 _IRQ_NAME = re.compile(r"^\s*(\d+):.*\snvme0q(\d+)\s*$", re.M)
@@ -181,3 +185,36 @@ def compare(run: Arm64Run) -> dict:
             "masks (predicted)": " | ".join(format_cpulist(x) for x in p["queue_masks"]),
             "allocation attempts (predicted)": len(p["attempts"]),
             "equal": m["io_queues"] == p["io_queues"] and m["queue_masks"] == p["queue_masks"]}
+
+
+def warning_messages(runs_: list[Arm64Run]) -> list[str]:
+    """The distinct messages (without level, time and subsystem prefix) that
+    the compared boots logged at warning level or worse."""
+    return sorted({w.split("] ", 1)[-1].split(": ", 1)[-1]
+                   for r in runs_ if not r.debug for w in warnings(r.log)})
+
+
+def table(runs_: list[Arm64Run]):
+    """:func:`compare` for every boot but the debug build's, as a DataFrame."""
+    import pandas as pd
+    return pd.DataFrame([compare(r) for r in runs_ if not r.debug])
+
+
+def configurations(df) -> "pd.DataFrame":
+    """One row per machine and request of a :func:`table`: nodes, clusters,
+    ``asked`` (I/O queues), then per kernel (``7.2``, ``7.2-rotate``) the
+    measured queue counts (``queues ...``, distinct values joined by "or")
+    and the number of boots (``boots ...``), in the table's order.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"nodes": [1, 1, 1], "clusters": ["0-3 / 4"] * 3, "vectors asked": [6] * 3,
+    ...                    "kernel": ["7.2", "7.2-rotate", "7.2-rotate"], "I/O queues (measured)": [5, 4, 4]})
+    >>> configurations(df).iloc[0].to_dict()["queues 7.2-rotate"], configurations(df).iloc[0].to_dict()["boots 7.2-rotate"]
+    ('4', 2)
+    """
+    g = (df.assign(asked=df["vectors asked"] - 1)
+         .groupby(["nodes", "clusters", "asked", "kernel"], sort=False)["I/O queues (measured)"]
+         .agg(boots="size", queues=lambda q: " or ".join(map(str, sorted(set(q))))))
+    wide = g.unstack("kernel")
+    wide.columns = [f"{what} {kernel}" for what, kernel in wide.columns]
+    return wide.reset_index()

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import LabError, cache_root
-from .kernels import DEFAULT_MODULES, AptCache, CachedKernel, _load_cached, _module_deps
+from .kernels import DEFAULT_MODULES, AptCache, CachedKernel, _load_cached, _module_deps, _sha256
 
 __all__ = ["RECIPE", "FRAGMENT", "PATCHES", "SourcePackage", "parse_fragment",
            "fragment_mismatches", "build_key", "patch_hunks", "check_patch", "apply_patch",
@@ -294,14 +294,6 @@ def _ver_key(v: str) -> tuple:
 
 def _source_dirs() -> list[Path]:
     return [cache_root() / "sources", Path.home() / ".cache" / "numalab" / "src"]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def cached_sources() -> dict[str, Path]:

@@ -43,7 +43,7 @@ from .bound import cached_view
 
 __all__ = ["blk_mq_map_queues", "blk_mq_map_queues_legacy", "hctx_masks",
            "irq_create_affinity_masks", "EINVAL", "ENOSPC", "alloc_descs", "irq_calc_affinity_vectors",
-           "msix_allocation", "compare_blk_mq", "managed_vectors", "compare_irqs"]
+           "msix_allocation", "msix_losses", "compare_blk_mq", "managed_vectors", "compare_irqs"]
 
 
 def _bits(mask: int):
@@ -284,6 +284,41 @@ def msix_allocation(nvecs: int, topo: Topology, pre_vectors: int = 1,
         if allocated == 0 or allocated < minvec:
             return {"vectors": -ENOSPC, "masks": [], "attempts": attempts, **first}
         nvec = allocated
+
+
+def msix_losses(topo: Topology, spread: Sequence[int], offsets: Sequence[int],
+                pre_vectors: int = 1) -> pd.DataFrame:
+    """For each count ``k`` of spread vectors in ``spread``: what
+    :func:`msix_allocation` of ``k + pre_vectors`` vectors ends with under
+    mainline, and under rotate at each first offset of ``offsets``.
+
+    One row per ``k``: ``vectors spread``, ``mainline: vectors granted``,
+    ``rotate: offsets losing vectors`` (how many of the offsets end with
+    fewer vectors than asked), ``rotate: offsets whose first attempt
+    fails``, and, over the offsets, the distinct ``rotate: vectors
+    granted``, ``rotate: I/O queues lost`` and ``rotate: allocation
+    attempts`` (joined by "or"), plus ``max lost`` (an int).
+
+    >>> from numalab.models.irq.sweep import clustered_view
+    >>> df = msix_losses(clustered_view(1, (4, 1)), [4, 5], [1, 2])
+    >>> df[["vectors spread", "rotate: offsets losing vectors", "rotate: I/O queues lost"]].values.tolist()
+    [[4, 0, '0'], [5, 2, '1']]
+    """
+    rows = []
+    for k in spread:
+        asked = k + pre_vectors
+        main = msix_allocation(asked, topo, pre_vectors, "mainline")
+        rot = [msix_allocation(asked, topo, pre_vectors, "rotate", o) for o in offsets]
+        lost = sorted({asked - r["vectors"] for r in rot})
+        rows.append({"vectors spread": k, "mainline: vectors granted": main["vectors"],
+                     "rotate: offsets losing vectors": sum(1 for r in rot if r["vectors"] < asked),
+                     "rotate: offsets whose first attempt fails": sum(1 for r in rot if r["errno"]),
+                     "rotate: vectors granted": " or ".join(str(asked - x) for x in lost),
+                     "rotate: I/O queues lost": " or ".join(map(str, lost)),
+                     "rotate: allocation attempts": " or ".join(
+                         str(x) for x in sorted({len(r["attempts"]) for r in rot})),
+                     "max lost": max(lost)})
+    return pd.DataFrame(rows)
 
 
 def compare_blk_mq(topo: Topology, label: str | None = None) -> pd.DataFrame:
