@@ -19,10 +19,26 @@ FIXTURES = REPO / "tests" / "data" / "notebooks"
 
 
 def quick_datasets() -> list[str]:
-    """Two synthetic machines and one real dump from data/hwloc."""
+    """Two synthetic machines, one real dump from data/hwloc and one project
+    machine file (a ``.toml``)."""
     from numalab.datasets import hwloc_dir
     return ["pack:2 numa:1 core:4 pu:2", "numa:4 core:2 pu:1",
-            str(hwloc_dir(REPO) / "linux" / "16amd64-8n2c.tar.bz2")]
+            str(hwloc_dir(REPO) / "linux" / "16amd64-8n2c.tar.bz2"),
+            str(REPO / "data" / "machines" / "irq-example-96.toml")]
+
+
+# The quick book's kernels run with this hash seed; the reproducibility test
+# executes each chapter once more with another one and compares.
+QUICK_BOOK_HASHSEED = "1"
+
+
+def quick_executed(project: Path, stem: str) -> Path:
+    """Where the quick build cached chapter ``stem``'s execution."""
+    from numalab import build
+    src = project / "notebooks" / f"{stem}.ipynb"
+    params = build.parameters_for(build.notebook_parameters(src), quick_datasets(), quick=True)
+    key = build.cache_key(src, params, build.package_digest())
+    return project / ".numalab-cache" / "notebooks" / f"{stem}-{key}.ipynb"
 
 
 def make_project(dest: Path, notebooks: dict[str, Path]) -> Path:
@@ -58,6 +74,27 @@ def quick_book(quick_project):
     """The quick build of the checkout's book: (root, exit status, lines said)."""
     from numalab.build import build
     lines: list[str] = []
-    status = build(quick_project, data=quick_datasets(), quick=True, jobs=2,
-                   say=lines.append)
+    old = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = QUICK_BOOK_HASHSEED   # the notebook kernels inherit it
+    try:
+        status = build(quick_project, data=quick_datasets(), quick=True, jobs=2,
+                       say=lines.append)
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONHASHSEED", None)
+        else:
+            os.environ["PYTHONHASHSEED"] = old
     return quick_project, status, lines
+
+
+BOOK_FIXTURES = {"quick_project", "quick_book"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist with ``--dist loadgroup`` (what ``make test`` runs),
+    every test that reads the session's quick book goes to one worker, so
+    the book is built once per run, not once per worker."""
+    for item in items:
+        if BOOK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("book"))

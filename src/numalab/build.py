@@ -25,6 +25,12 @@ Two stages, both incremental and both all-or-nothing:
    inputs hash the same as those of the book already in ``_build/html``
    (recorded in ``_build/html/.numalab-inputs``), Sphinx is skipped.
 
+Before the first notebook runs, the machine archives the chapters read
+(the datasets and the lab dumps) are parsed once, over ``--jobs``
+processes, into ``.numalab-cache/topologies`` and
+``.numalab-cache/archives`` (:func:`prewarm`): parallel chapters would
+otherwise each parse the same tarballs.
+
 A failing notebook is reported as ``notebooks/X.ipynb: cell N failed:
 ExcType: message`` (N counts every cell of the source notebook from 1),
 its partly executed copy is kept in ``.numalab-cache/failed/`` for
@@ -495,7 +501,50 @@ def _latest_cached(folder: Path, stem: str) -> Path | None:
     return entries[0] if entries else None
 
 
-def _start_worker(job: Job, tmpdir: Path, rel_path: str) -> None:
+def _archive_cache(project: "Project") -> Path:
+    return project.cache / "archives"
+
+
+def _warm_one(item: tuple[str, bool]) -> bool:
+    """Parse one archive into the caches; False when it cannot be read (the
+    chapter that reads it reports the error)."""
+    from .datasets import load_cached
+    from .topology.safetar import read_archive
+    path, lab = item
+    try:
+        load_cached(path)
+        if lab:
+            read_archive(path)
+    except Exception:       # noqa: BLE001 - reported by the chapter, not here
+        return False
+    return True
+
+
+def _warm_init(root: str, archives: str) -> None:
+    from .topology.safetar import CACHE_ENV
+    os.chdir(root)                        # the topology cache is the checkout's
+    os.environ[CACHE_ENV] = archives
+
+
+def prewarm(project: "Project", datasets: list[str], jobs: int) -> int:
+    """Parse every archive among ``datasets`` and the lab dumps into the
+    caches, ``jobs`` processes at once; returns how many were parsed."""
+    from .datasets import lab_datasets
+    items = [(d, False) for d in datasets if d.endswith((".tar.bz2", ".tar.gz", ".tar.xz", ".tgz"))
+             and os.path.isfile(d)]
+    try:
+        items += [(d, True) for d in lab_datasets(project.root)]
+    except NumalabError:
+        pass
+    if not items:
+        return 0
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_warm_init,
+                             initargs=(str(project.root), str(_archive_cache(project)))) as pool:
+        return sum(pool.map(_warm_one, items, chunksize=1))
+
+
+def _start_worker(job: Job, tmpdir: Path, rel_path: str, archives: Path) -> None:
     output = tmpdir / f"{job.stem}.ipynb"
     spec = tmpdir / f"{job.stem}.json"
     spec.write_text(json.dumps({"notebook": str(job.source), "output": str(output),
@@ -506,6 +555,8 @@ def _start_worker(job: Job, tmpdir: Path, rel_path: str) -> None:
     # A build started from a JupyterLab cell must still render book output:
     # the renderer reads JPY_SESSION_NAME to tell a Jupyter server's kernel.
     env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
+    from .topology.safetar import CACHE_ENV
+    env[CACHE_ENV] = str(archives)
     job.proc = subprocess.Popen([sys.executable, "-m", "numalab.build", "execute", str(spec)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env)
@@ -563,7 +614,7 @@ def _run_jobs(todo: list[Job], jobs: int, project: Project, say: Callable[[str],
                 job = queue.pop(0)
                 rel = project.rel(job.source)
                 say(f"{rel}: running")
-                _start_worker(job, tmpdir, rel)
+                _start_worker(job, tmpdir, rel, _archive_cache(project))
                 running.append(job)
             time.sleep(0.1)
             for job in [j for j in running if j.proc.poll() is not None]:
@@ -655,7 +706,7 @@ def _sphinx(src: Path, out: Path, log: Path) -> None:
     """Run jupyter-book in a child process (Ctrl-C reaches it too, and a
     crash cannot take the build's bookkeeping with it)."""
     cmd = [sys.executable, "-c",
-           "import sys; from jupyter_book.cli.main import main; "
+           "import sys, numalab; from jupyter_book.cli.main import main; "
            "sys.argv[0] = 'jupyter-book'; main()",
            "build", str(src), "--path-output", str(out), "--builder", "html"]
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
@@ -736,6 +787,12 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
                     say(f"{rel}: cached (from an earlier run; its inputs have changed since)")
             else:
                 todo.append(job)
+        if todo:
+            t0 = time.monotonic()
+            n = prewarm(project, datasets, jobs)
+            if n:
+                say(f"machines: {n} archives parsed or found in the cache in "
+                    f"{time.monotonic() - t0:.1f} s")
         _run_jobs(todo, jobs, project, say)
 
         failed = [j for j in all_jobs if j.status == "failed"]

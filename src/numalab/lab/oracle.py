@@ -26,7 +26,7 @@ import pandas as pd
 from ..cpumask import format_cpulist
 from ..kernel import versions
 from ..kernel.lib.group_cpus import group_cpus_evenly
-from ..topology import load
+from ..datasets import load_cached as load   # parsed once, cached on disk
 from . import LabError
 from .dump import LabDump, TraceLine, read_lab_dump
 
