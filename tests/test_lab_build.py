@@ -232,7 +232,7 @@ def test_a_cached_build_is_reused_and_named(cache, tmp_path):
     (["--source", "7.2", "--patch", "/nonexistent.patch"],
      "patch file /nonexistent.patch not found"),
     (["--source", "7.2", "-o", "../up"], "build name '../up'"),
-    (["--source", "7.2", "-j", "0"], "-j must be at least 1"),
+    (["--source", "7.2", "-j", "0"], "-j 0: expected an integer in [1, 256]"),
     ([], "--source VERSION is required"),
 ])
 def test_cli_bad_input_is_one_line(cache, capsys, argv, message):
