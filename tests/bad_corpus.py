@@ -1137,6 +1137,10 @@ def build_lab_cases() -> list[LabCase]:
           RUN + ["--trace", "nvme_probe;reboot"] + out,
           "--trace 'nvme_probe;reboot': a kernel function name is letters, digits, _ and . "
           "(1-128 characters)"),
+        A("run-newline", "a newline inside --topology (the manifest records the command on "
+          "one line)", ["lab", "run", "--kernel", "7.2", "--topology", "numa:2\ncore:2"] + out,
+          "--topology 'numa:2\\ncore:2': a control character in an argument (the manifest "
+          "records the command on one line)"),
         A("run-cpus-too-many", "200 vCPUs", ["lab", "run", "--kernel", "7.2", "--topology",
                                              "core:200"] + out,
           "200 vCPUs: guests above 128 vCPUs are refused (beyond 255 APIC ids a guest needs "

@@ -27,7 +27,7 @@ from ..errors import one_line
 from . import LabError
 from .schema import MAX_NODES, check_distances
 
-__all__ = ["check_timeout", "check_count", "check_kernel", "check_functions", "check_output",
+__all__ = ["check_timeout", "check_count", "check_one_line", "check_kernel", "check_functions", "check_output",
            "check_patch_file", "check_source", "check_jobs", "check_nvme", "check_machine",
            "check_distances", "check_run", "check_build", "MAX_TIMEOUT", "MAX_IO_COUNT",
            "MAX_JOBS", "MAX_GUEST_MIB", "MAX_NVME_NODES", "MAX_PATCH_BYTES"]
@@ -238,12 +238,30 @@ def check_machine(machine) -> None:
               f"{MAX_GUEST_MIB} (the guest's RAM comes from this host)")
 
 
+def check_one_line(option: str, value) -> None:
+    """A text argument without control characters: the manifest records the
+    command as one line (``numalab_command``), which a newline would break.
+
+    >>> check_one_line("--topology", "numa:2\\ncore:2")
+    Traceback (most recent call last):
+    numalab.lab.LabError: --topology 'numa:2\\ncore:2': a control character in an argument (the manifest records the command on one line)
+    """
+    if isinstance(value, str) and re.search(r"[\x00-\x1f\x7f]", value):
+        _fail(f"{option} {_shown(value)}: a control character in an argument (the manifest "
+              "records the command on one line)")
+
+
 def check_run(args) -> dict:
     """Every argument of ``numalab lab run`` (an argparse namespace, or any
     object with the same attributes), before anything starts. Output: the
     checked values (``machine``, ``devices``, ``trace``, ``boot_trace``,
     ``timeout``, ``io_count``, ``output``). Raises LabError (one line)."""
     from .spec import machine_from_text
+    for name in ("kernel", "topology", "distances", "node_cpus", "node_memory", "trace",
+                 "boot_trace", "output"):
+        check_one_line(f"--{name.replace('_', '-')}", getattr(args, name, None))
+    for x in args.nvme:
+        check_one_line("--nvme", x)
     kernel = check_kernel(args.kernel)
     timeout = check_timeout(args.timeout)
     io_count = check_count("--io-count", args.io_count, 1, MAX_IO_COUNT)
