@@ -142,7 +142,12 @@ def _writable_dir(folder: Path, option: str, what: str) -> None:
     if not folder.is_dir():
         _fail(f"{option} {what}: folder {str(folder)!r} "
               f"{'is not a folder' if os.path.lexists(folder) else 'does not exist'}")
-    if not os.access(folder, os.W_OK | os.X_OK):
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    # os.access() says yes to root for any folder; a read-only mount says no to everyone
+    if read_only or not os.access(folder, os.W_OK | os.X_OK):
         _fail(f"{option} {what}: folder {str(folder)!r} cannot be written")
 
 
