@@ -167,22 +167,14 @@ def run_kernels(args) -> int:
 
 
 def run_run(args) -> int:
-    from ..lab import LabError
+    from ..lab.args import check_run
     from ..lab.run import LabOptions, find_qemu, run_lab
-    from ..lab.spec import machine_from_text, parse_nvme
-    machine = machine_from_text(args.topology, distances=args.distances,
-                                node_cpus=args.node_cpus, node_memory=args.node_memory)
-    devices = [parse_nvme(x, machine.nnodes) for x in args.nvme]
-    trace = tuple(f.strip() for f in args.trace.split(",") if f.strip())
-    if args.timeout <= 0:
-        raise LabError("--timeout must be positive")
-    if args.io_count < 1:
-        raise LabError("--io-count must be at least 1")
+    ok = check_run(args)              # every argument, before anything starts
     find_qemu()
-    boot = tuple(f.strip() for f in args.boot_trace.split(",") if f.strip())
-    opts = LabOptions(devices=devices, io=args.io, io_count=args.io_count, trace=trace,
-                      timeout=args.timeout, accel=args.accel, boot_trace=boot)
-    path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say,
+    opts = LabOptions(devices=ok["devices"], io=args.io, io_count=ok["io_count"],
+                      trace=ok["trace"], timeout=ok["timeout"], accel=args.accel,
+                      boot_trace=ok["boot_trace"])
+    path = run_lab(ok["kernel"], ok["machine"], opts, output=args.output, progress=_say,
                    command="numalab " + shlex.join(sys.argv[1:]))
     print(path)
     return 0
@@ -199,7 +191,9 @@ def run_build_kernel(args) -> int:
     if not args.source:
         from ..lab import LabError
         raise LabError("--source VERSION is required (7.2, 6.12...)")
-    k = build_kernel(args.source, patch=args.patch, name=args.name, jobs=args.jobs,
+    from ..lab.args import check_build
+    ok = check_build(args)            # every argument, before anything is fetched or built
+    k = build_kernel(ok["source"], patch=ok["patch"], name=ok["name"], jobs=ok["jobs"],
                      progress=_say)
     print(k.release)
     return 0
@@ -213,7 +207,7 @@ def run_show(args) -> int:
         print(json.dumps(s, indent=1))
         return 0
     print(f"{d.name}: kernel {d.kernel_release}")
-    build = d.manifest.get("kernel", {}).get("build")
+    build = d.manifest["kernel"].get("build")      # read_lab_dump checked its keys
     if build:
         print(f"  built by numalab lab build-kernel from {build['source_package']} "
               f"{build['source_version']}, patch {build.get('patch') or 'none'} "

@@ -246,16 +246,27 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     failing or timed-out guest (with the path of the console log), or an
     existing output.
     """
+    from .args import (MAX_IO_COUNT, check_count, check_kernel, check_machine, check_nvme,
+                       check_output, check_timeout)
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
+    # every argument first (the same checks as the command line's): a refused
+    # run starts nothing and leaves nothing behind
+    check_kernel(kernel)
+    check_timeout(options.timeout)
+    check_count("--io-count", options.io_count, 1, MAX_IO_COUNT)
+    check_count("retries", options.retries, 0, 8)
+    for f in (*options.trace, *options.boot_trace):
+        if not isinstance(f, str) or not re.fullmatch(r"[A-Za-z0-9_.]{1,128}", f):
+            raise LabError(f"trace function {f!r:.40}: letters, digits, _ and . only")
+    if options.accel not in ("tcg", "kvm"):
+        raise LabError(f"--accel {options.accel!r}: tcg or kvm")
+    check_machine(machine)
+    check_nvme(options.devices, machine.nnodes)
+    check_output(output)
     qemu = find_qemu()
     out = _resolve_output(output)
     layout = nvme_layout(options.devices)
-    for d in layout:
-        if d.node >= machine.nnodes:
-            raise LabError(f"NVMe on node {d.node}: the machine has {machine.nnodes} node(s)")
-    if options.accel not in ("tcg", "kvm"):
-        raise LabError(f"--accel {options.accel!r}: tcg or kvm")
 
     if kernel.startswith("built:"):
         from .build import find_built
