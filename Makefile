@@ -11,8 +11,8 @@ STAMP  := $(VENV)/.installed
 BUILD_ARGS ?=
 PYTEST_ARGS ?=
 # Two test processes (this project's machines have 2 cores); the tests that
-# read the quick book share one worker, so the book is built once.
-PYTEST_XDIST ?= -n 2 --dist loadgroup
+# read the quick book share one build (tests/conftest.py).
+PYTEST_XDIST ?= -n 2
 
 .PHONY: all book test test-fast lab clean distclean
 

@@ -58,6 +58,7 @@ def test_second_cell_enables_renderer(path):
         f"{path.name}: the second code cell must call numalab.render.enable()"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_executes_quick(path, quick_book):
     project, status, lines = quick_book

@@ -111,3 +111,19 @@ def test_build_uses_the_usable_cpus_by_default():
     from numalab.commands.build import usable_cpus
     n = usable_cpus()
     assert n == max(1, min(len(os.sched_getaffinity(0)), 64))
+
+
+def test_archive_rewritten_in_place_is_read_again(tmp_path):
+    """The memo is keyed on content: a file rewritten within one clock tick,
+    with the same size, is not mistaken for the old one."""
+    p = tmp_path / "a.tar"
+    for text in (b"one", b"two"):
+        with tarfile.open(p, "w") as tf:
+            info = tarfile.TarInfo("d/f")
+            info.size = len(text)
+            import io
+            tf.addfile(info, io.BytesIO(text))
+        assert safetar.read_archive(p).read("d/f") == text
+    copy = tmp_path / "b.tar"
+    copy.write_bytes(p.read_bytes())
+    assert safetar.read_archive(copy).name == "b.tar"

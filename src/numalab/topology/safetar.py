@@ -23,12 +23,11 @@ A truncated or corrupt archive gives :class:`~numalab.errors.TopologyError`.
 Reading an archive is the slow part of loading a dump (Python's tar header
 parsing: about 10,000 members in a lab dump), and a chapter reads the same
 archive several times. An archive read whole (no ``want``) that passed every
-check is therefore kept: in memory for the process (keyed on the file's
-path, size and modification time), and on disk when the environment
+check is therefore kept, keyed on its content's sha256 and the caps: in
+memory for the process, and on disk when the environment
 variable ``NUMALAB_ARCHIVE_CACHE`` names a folder (``numalab build`` sets
-it to ``.numalab-cache/archives``; keyed on the archive's sha256, the caps
-and this module's source). A refused archive is never cached, so it is
-refused again every time.
+it to ``.numalab-cache/archives``; the key adds this module's source). A
+refused archive is never cached, so it is refused again every time.
 
 hwloc dumps legitimately contain relative symlinks inside the dump (for
 example ``sys/bus/cpu/devices/cpu0 -> ../../../devices/system/cpu/cpu0``);
@@ -46,7 +45,7 @@ import pickle
 import posixpath
 import tarfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import TopologyError, UnsafeArchiveError
@@ -287,17 +286,17 @@ def read_archive(path: str | Path, *, max_member: int = MAX_MEMBER_BYTES,
     if want is not None:
         return _read_archive(path, max_member, max_total, max_stream, want)
     caps = (max_member, max_total, max_stream)
-    try:
-        st = os.stat(path)
-        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, caps)
-    except OSError:
-        key = None
+    digest = _content_digest(path, max_stream)
+    key = None if digest is None else (digest, caps)
+    name = Path(str(path)).name
     if key is not None and key in _MEMO:
-        return _MEMO[key]
-    tree = _disk_cached(path, caps)
+        tree = _MEMO[key]
+        # the same content under another name: the same tree, its own name
+        return tree if tree.name == name else replace(tree, name=name)
+    tree = _disk_cached(path, key)
     if tree is None:
         tree = _read_archive(path, max_member, max_total, max_stream, None)
-        _disk_store(path, caps, tree)
+        _disk_store(key, tree)
     if key is not None:
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.pop(next(iter(_MEMO)))
@@ -310,29 +309,39 @@ def clear_memo() -> None:
     _MEMO.clear()
 
 
+def _content_digest(path, limit: int) -> str | None:
+    """sha256 of the archive file (None when it cannot be read or is over the
+    cap: then the reader itself says why). Keyed on content, not on the
+    file's name and time, so an archive rewritten in place is never mistaken
+    for the old one."""
+    try:
+        if os.path.getsize(path) > limit:
+            return None
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
 def _source_digest() -> str:
     with open(__file__, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:16]
 
 
-def _disk_path(path, caps) -> Path | None:
+def _disk_path(key) -> Path | None:
     folder = os.environ.get(CACHE_ENV)
-    if not folder:
+    if not folder or key is None:
         return None
-    try:
-        with open(path, "rb") as f:
-            h = hashlib.sha256()
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    except OSError:
-        return None
-    h.update(repr(caps).encode())
+    h = hashlib.sha256(repr(key).encode())
     h.update(_source_digest().encode())
     return Path(folder) / f"{h.hexdigest()[:32]}.pickle"
 
 
-def _disk_cached(path, caps) -> "MemTree | None":
-    cache = _disk_path(path, caps)
+def _disk_cached(path, key) -> "MemTree | None":
+    cache = _disk_path(key)
     if cache is None or not cache.is_file():
         return None
     try:
@@ -346,8 +355,8 @@ def _disk_cached(path, caps) -> "MemTree | None":
     return tree
 
 
-def _disk_store(path, caps, tree: "MemTree") -> None:
-    cache = _disk_path(path, caps)
+def _disk_store(key, tree: "MemTree") -> None:
+    cache = _disk_path(key)
     if cache is None:
         return
     try:
