@@ -323,3 +323,26 @@ def test_seed_picked_runs_and_the_per_cpu_split():
     assert b["busiest_net_cpu"] == 56 and b["net_idle"][56] == 17.06
     assert all(74 < b["net_idle"][c] < 77 for c in (57, 58, 59))
     assert a["busiest_net_cpu"] == 56 and a["net_idle_low"] == 6.22
+
+
+def test_held_out_verdicts_fail_the_model(cal):
+    """The model's held-out tests: it fails the net-CPU idle by far more
+    than the tolerance; a model that met every test would pass them."""
+    import pandas as pd
+    rep = D.reproduce(cal)
+    v = D.held_out_verdicts(rep, 3.0, 2.0, {"m": (0, 6)})
+    assert v.set_index("test").loc["TX net-CPU idle before the patch", "verdict"] == "failed"
+    good = pd.DataFrame([{"quantity": "TX net CPU idle (%)", "phase": "before", "seed": 61.0,
+                          "model": 59.0}])
+    assert set(D.held_out_verdicts(good, 1.0, 2.0, {"m": (6, 6)})["verdict"]) == {"passed"}
+    def r(w, arm, hold, lo, hi):
+        return {"threads": 2, "work_ns": w, "arm": arm, "role": "predicted", "hold_share": hold,
+                "model_low": lo, "model_high": hi, "measured_low": 11.0, "measured_high": 13.0}
+    # window 0 meets the first configuration, window 1 the second: no single window meets both
+    bc = pd.DataFrame([r(40, "refcount_t get", 0.0, 10.0, 12.0), r(40, "refcount_t get", 1.0, 20.0, 22.0),
+                       r(150, "refcount_t put", 0.0, 1.0, 2.0), r(150, "refcount_t put", 1.0, 12.0, 14.0),
+                       r(150, "percpu add", 0.0, 1.0, 2.0)])
+    assert D.bench_inside(bc) == (1, 2)
+    bc.loc[0, ["model_low", "model_high"]] = [1.0, 2.0]
+    bc.loc[1, ["model_low", "model_high"]] = [12.0, 12.5]
+    assert D.bench_inside(bc) == (2, 2)
