@@ -170,3 +170,9 @@ def test_host_cpu_reads_the_first_block():
     assert h == {"vendor_id": "GenuineIntel", "cpu_family": "6", "model": "207",
                  "model_name": "Intel(R) Xeon(R) Processor", "hypervisor": False}
     assert atomics.host_cpu("") == {"hypervisor": False}
+
+
+def test_gap_constant_is_the_c_sources():
+    import re
+    m = re.search(r"#define GAP_NS ([\d.]+)", atomics._C_SOURCE)
+    assert m and float(m.group(1)) == atomics.GAP_NS

@@ -532,6 +532,9 @@ WORK_NS = (0, 40, 150)
 RUNS = 5
 MIN_TRIALS = 10
 MIN_OVERLAP = 0.9
+#: A thread that did not run for longer than this (ns) is seen by the overlap
+#: check (the C source's GAP_NS); shorter preemptions are invisible to it.
+GAP_NS = 200_000.0
 
 
 def trial_overlap(threads: list[tuple[float, float, float, float]]) -> dict:
