@@ -272,6 +272,9 @@ def test_kernel_facts_checker_finds_and_refuses():
     assert KF.find(_C, F("u", "no_comment", "x.h", "unbind", "", 0)) is None
     assert KF.find(_C, F("g", "call", "x.h", "put", "percpu_ref_get", 0)) is None
     assert KF.find(_C, F("p", "phrase", "x.h", "unbind", "WAIT", 0)) == 17
+    assert KF.find(_C, F("d", "discarded_call", "x.h", "unbind", "synchronize_net", 0)) == 18
+    assert KF.find("int f(void)\n{\n\tif (!g(x))\n\t\treturn 1;\n}\n",
+                   F("d", "discarded_call", "x.c", "f", "g", 0)) is None
 
 
 @pytest.mark.skipif(not os.environ.get("NUMALAB_LINUX_7_2"),
@@ -309,6 +312,7 @@ def test_patch_before_and_after_are_what_the_chapter_says():
     assert len(re.findall(r"^\+\s*/\*", added, re.M)) == 4
     assert "work_struct *work" in added          # the rename 7.2 did not take
     r = KF.load("devmem-7.2")
+    assert r["facts"]["get_net_iov.discarded"].kind == "discarded_call"
     for fid in ("release.no_comment", "free.no_comment", "put.no_comment",
                 "unbind.kill_no_comment", "free.keeps_wq"):
         assert fid in r["facts"]

@@ -19,6 +19,8 @@ Kinds of fact:
 
 ``member``  struct ``scope`` has a member ``name`` of type ``type``;
 ``call``    function ``scope`` calls ``name`` (the line of the first call);
+``discarded_call``  likewise, and that call is a statement of its own: its
+            result is ignored;
 ``phrase``  the words ``name`` appear (case-insensitive) on that line of the
             file, inside the comment block of ``scope`` (used for what a
             header *says*, such as "no implied RCU grace periods");
@@ -43,7 +45,7 @@ from ..errors import NumalabError
 
 __all__ = ["Fact", "FactError", "load", "line_of", "in_order", "body", "find", "check_tree"]
 
-KINDS = ("member", "call", "phrase", "no_comment")
+KINDS = ("member", "call", "discarded_call", "phrase", "no_comment")
 
 
 class FactError(NumalabError):
@@ -172,6 +174,9 @@ def find(text: str, fact: Fact) -> int | None:
         pat = re.compile(rf"\b{re.escape(fact.name)}\s*\(")
     for n, line in enumerate(lines):
         if pat.search(line):
+            if fact.kind == "discarded_call" and not re.match(rf"\s*{re.escape(fact.name)}\s*\(",
+                                                              line):
+                return None
             if fact.kind == "no_comment" and (_COMMENT.search(line) or (
                     n and lines[n - 1].rstrip().endswith("*/"))):
                 return None
