@@ -795,7 +795,7 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
                     say(f"{rel}: cached (from an earlier run; its inputs have changed since)")
             else:
                 todo.append(job)
-        if todo:
+        if len(todo) > 1:       # one chapter alone reads only what it needs
             t0 = time.monotonic()
             n = prewarm(project, datasets, jobs)
             if n:
