@@ -265,6 +265,14 @@ def run_show(args) -> int:
               "no row in the README beside it)")
     for t in d.boot_trace:
         print(f"  boot trace: cpu {t.cpu} {t.comm} {t.function} <- {t.parent}")
+    if d.manifest.get("sched_ext"):
+        from ..lab.scx import read_scx
+        r = read_scx(args.dump)
+        print(f"  sched_ext: scx_simple, {r.mode} idle masks, {len(r.selects)} select calls, "
+              f"{len(r.updates)} idle updates (counts per workload; timings under TCG mean nothing)")
+        for w in r.workloads:
+            c = r.counts(w.name)
+            print(f"    {w.name}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     for c in d.nvme:
         print(f"  {c.address} node {c.node} {c.controller or '?'} {' '.join(c.disks)}: "
               f"{c.msi_vectors} MSI vectors")

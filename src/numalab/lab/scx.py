@@ -268,6 +268,7 @@ class Select:
     dsq_nr: list[int]
     dprev: list[int] = field(default_factory=list)
     claims: list[tuple[int, bool, str]] = field(default_factory=list)
+    claim_seq: list[int] = field(default_factory=list)      # counter of each claim's return
     searches: list[tuple[int, int, int, int]] = field(default_factory=list)
     walked: bool = False
     ret: int | None = None
@@ -481,6 +482,7 @@ def parse_scx_trace(text: str, mode: str, nnodes: int, where: str = "scx-trace")
                     if cpu in open_sel:
                         open_sel[cpu].claims.append((c, bool(_num(kv["ret"], at)),
                                                      rs["site"] if rs else ""))
+                        open_sel[cpu].claim_seq.append(seq)
                     else:
                         run.other_claims += 1
             elif ev == "numalab_pin":
@@ -529,23 +531,18 @@ def parse_scx_trace(text: str, mode: str, nnodes: int, where: str = "scx-trace")
 
 
 def _mark_concurrent(run: ScxRun) -> None:
-    """``Select.concurrent_stores``: the storing updates, and the claims of
-    selects on other CPUs, that fall between a select's entry and return (the
-    masks it read at entry may then be stale)."""
+    """``Select.concurrent_stores``: the storing updates and the claims made
+    by other CPUs between a select's entry and return (the masks it read at
+    entry may then be stale)."""
     import bisect
-    stores = [u.seq for u in run.updates if u.writes]
-    sel = sorted(run.selects, key=lambda x: x.seq)
-    starts = [x.seq for x in sel]
+    stores = sorted([(u.seq, u.cpu) for u in run.updates if u.writes]
+                    + [(q, s.waker_cpu) for s in run.selects for q in s.claim_seq])
+    seqs = [q for q, _ in stores]
     for s in run.selects:
         if s.end_seq is None:
             continue
-        n = bisect.bisect_left(stores, s.end_seq) - bisect.bisect_right(stores, s.seq)
-        # other selects that overlap [seq, end_seq] and claimed something
-        for o in sel[:bisect.bisect_left(starts, s.end_seq)]:
-            if (o is not s and o.waker_cpu != s.waker_cpu and o.end_seq is not None
-                    and o.end_seq > s.seq and o.claims):
-                n += len(o.claims)
-        s.concurrent_stores = n
+        lo, hi = bisect.bisect_right(seqs, s.seq), bisect.bisect_left(seqs, s.end_seq)
+        s.concurrent_stores = sum(1 for _, cpu in stores[lo:hi] if cpu != s.waker_cpu)
 
 
 def read_scx(path) -> ScxRun:
