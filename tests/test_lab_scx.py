@@ -19,7 +19,7 @@ from numalab.lab.scx import (CLAIM_SITES, WF_SYNC, claim_site_name, init_section
 from numalab.lab.scxbuild import member_offset, parse_btf_raw
 
 LAB = Path(__file__).resolve().parents[1] / "data" / "lab"
-DUMPS = sorted(LAB.glob("lab-7.2-scx-*.tar.bz2"))
+DUMPS = sorted((LAB / "scx").glob("lab-7.2-scx-*.tar.bz2"))
 OFFS = {"TASK_PID": 2808, "TASK_FLAGS": 44, "TASK_NR_CPUS_ALLOWED": 1368, "TASK_CPUS_PTR": 1376,
         "RQ_CPU": 3880, "RQ_CURR": 24, "RQ_SCX_LOCAL_DSQ_NR": 2592, "SCX_IDLE_CPUS_SMT": 8}
 
