@@ -210,8 +210,10 @@ def test_searches_end_in_their_claim(run):
 
 def test_pernode_leaves_the_node_only_by_walk_or_waker(run):
     r, _ = run
-    if r.mode != "pernode":
-        pytest.skip("flat masks")
+    if r.mode != "pernode":          # flat: one mask, no walk to other nodes
+        assert not any(s.walked for s in r.selects)
+        return
+    assert any(s.walked for s in r.selects)
     for s in r.selects:
         if s.ret is not None and s.ret >= 0 and r.cpu_node[s.ret] != r.cpu_node[s.prev_cpu]:
             assert s.walked or s.ret == s.waker_cpu
@@ -294,3 +296,19 @@ def test_port_updates_like_the_kernel(run):
         if got != want:
             bad.append((u.seq, u.cpu, u.idle, u.notify, u.site))
     assert len(bad) <= 0.01 * len(checks), bad[:5]
+
+
+def test_cli_refuses_in_one_line_and_shows_counts(capsys):
+    from numalab.cli import main
+    assert main(["lab", "run", "--kernel", "7.2", "--topology", "numa:2 core:2",
+                 "--workload", "fork"]) == 2
+    assert "--workload needs --sched-ext" in capsys.readouterr().err
+    assert main(["lab", "run", "--kernel", "7.2", "--topology", "numa:2 core:2",
+                 "--sched-ext", "flat", "--workload", "fork:x"]) == 2
+    err = capsys.readouterr().err
+    assert "fork takes a count" in err and err.count("\n") == 1
+    dump = LAB / "scx" / "lab-7.2-scx-pernode-16cpu-2n.tar.bz2"
+    assert main(["lab", "show", str(dump)]) == 0
+    out = capsys.readouterr().out
+    assert "sched_ext: scx_simple, pernode idle masks" in out
+    assert "pingpong-pin:4x30: claims " in out and "--sched-ext pernode" in out
