@@ -245,11 +245,15 @@ def build_scx(kernel: str = "7.2", progress: Callable[[str], None] | None = None
     if how != "pvh":
         raise LabError(f"{k.release}: no vmlinux could be decompressed from the bzImage "
                        "(install zstd)")
+    image = vmlinux.read_bytes()
+    if b"\0scx_select_cpu_dfl\0" not in image:
+        raise LabError(f"{k.release} has no sched_ext (no scx_select_cpu_dfl among its symbol "
+                       "and BTF names); sched_ext runs need 6.12 or later, the lab uses 7.2")
     version = ".".join(k.upstream.split(".")[:2])
     patch = TOOLS_DIR / "scx_simple-per-node.patch"
     load_c = TOOLS_DIR / "scxload.c"
     key_src = {"recipe": RECIPE, "kernel": k.release,
-               "vmlinux": _sha256_bytes(vmlinux.read_bytes()),
+               "vmlinux": _sha256_bytes(image),
                "patch": _sha256_bytes(patch.read_bytes()),
                "scxload": _sha256_bytes(load_c.read_bytes()),
                "clang": _version(clang), "gcc": _version(gcc)}
