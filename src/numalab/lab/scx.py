@@ -379,12 +379,12 @@ class ScxRun:
 # pick_idle_cpu_in_node() are out-of-line calls, none is inlined):
 CLAIM_SITES = {
     "7.2.13+deb14-amd64": {
-        "scx_select_cpu_dfl+0x50e": "sync_prev",     # WAKE_SYNC: prev_cpu shares the waker's LLC
-        "scx_select_cpu_dfl+0x2ac": "sync_waker",    # WAKE_SYNC: the waker's own CPU
-        "scx_select_cpu_dfl+0x51f": "smt_prev",      # SMT: prev_cpu's whole core idle
-        "scx_select_cpu_dfl+0x4f7": "prev",          # prev_cpu idle
-        "scx_select_cpu_dfl+0x3f3": "sibling",       # an SMT sibling of prev_cpu
-        "pick_idle_cpu_in_node+0x83": "pick",        # a search's claim
+        "scx_select_cpu_dfl+0x50e": "sync_prev",     # idle.c:534 WAKE_SYNC: prev_cpu shares the waker's LLC
+        "scx_select_cpu_dfl+0x2ac": "sync_waker",    # idle.c:558 WAKE_SYNC: the waker's own CPU
+        "scx_select_cpu_dfl+0x51f": "smt_prev",      # idle.c:574 SMT: prev_cpu's whole core idle
+        "scx_select_cpu_dfl+0x4f7": "prev",          # idle.c:622 prev_cpu idle
+        "scx_select_cpu_dfl+0x3f3": "sibling",       # idle.c:634 an SMT sibling of prev_cpu
+        "pick_idle_cpu_in_node+0x83": "pick",        # idle.c:134 a search's claim
     },
 }
 
