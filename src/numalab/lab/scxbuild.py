@@ -14,8 +14,10 @@ The recipe (``RECIPE`` names its revision):
    ``CACHE/scx/tree-VERSION`` (kept: later builds reuse it);
 3. ``tools/sched_ext``'s own Makefile builds libbpf and bpftool from the tree,
    ``vmlinux.h`` (``bpftool btf dump file vmlinux format c``), the BPF object
-   with ``clang-19`` (``-mcpu=v3``; Debian bookworm's default clang 14 is too old
-   for 7.2's BPF headers, bookworm also packages clang-19) and the skeleton;
+   with ``clang-19`` (``-mcpu=v3``; 7.2's ``tools/sched_ext/README.md`` asks
+   for clang >= 16, and bookworm packages clang-19 beside its default clang 14,
+   which also compiled ``scx_simple.bpf.c`` here but was not tried further)
+   and the skeleton;
    ``scx_simple.c`` gets the lab's one-option patch
    (``tools/sched_ext_lab/scx_simple-per-node.patch``: ``-n`` sets
    ``SCX_OPS_BUILTIN_IDLE_PER_NODE``) and is linked with ``gcc -static``
