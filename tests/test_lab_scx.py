@@ -243,8 +243,10 @@ def _explain(r, m, s, pp) -> str | None:
 def test_port_picks_like_the_kernel(run):
     """The port, started from each select's recorded entry state, returns the
     kernel's CPU and makes the kernel's claims, except where a known
-    difference (docs: /work/notes/scx-port-diffs.md copy in data/lab/README.md)
-    explains it."""
+    difference explains it: 7.2 claims the waker's CPU in the WAKE_SYNC branch
+    (idle.c:558) where the port does not; 7.2 skips that branch for an exiting
+    waker (idle.c:553) and the port, which has no such input, must then match
+    with the branch turned off; or another CPU stored during the select."""
     from numalab.topology import load
     r, path = run
     m = port_masks(r, load(path))
