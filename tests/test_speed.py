@@ -127,3 +127,38 @@ def test_archive_rewritten_in_place_is_read_again(tmp_path):
     copy = tmp_path / "b.tar"
     copy.write_bytes(p.read_bytes())
     assert safetar.read_archive(copy).name == "b.tar"
+
+
+def test_parameters_read_as_papermill_reads_them():
+    """numalab reads the parameters cell with ast instead of importing
+    papermill (seconds); the names and defaults must be papermill's."""
+    import papermill
+    from numalab import build
+    for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
+        ours = build.notebook_parameters(nb)
+        theirs = dict(papermill.inspect_notebook(str(nb)))
+        assert list(ours) == list(theirs), nb.name
+        assert all(ours[k]["default"] == theirs[k]["default"] for k in ours), nb.name
+
+
+def test_parameters_cell_that_is_not_python_is_one_line(tmp_path):
+    from numalab import build
+    from numalab.errors import NumalabError
+    nb = {"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]},
+                     "source": "seed = = 0\n", "outputs": [], "execution_count": None}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    p = tmp_path / "x.ipynb"
+    p.write_text(json.dumps(nb))
+    with pytest.raises(NumalabError, match="not valid Python"):
+        build.notebook_parameters(p)
+
+
+def test_one_build_hashes_each_data_file_once(tmp_path):
+    from numalab import build
+    data = tmp_path / "d.xml"
+    data.write_text("<x/>")
+    memo: dict = {}
+    nb = REPO / "notebooks" / "01-machine.ipynb"
+    k1 = build.cache_key(nb, {"datasets": [str(data)]}, "pkg", memo)
+    assert list(memo) == [str(data)]
+    assert build.cache_key(nb, {"datasets": [str(data)]}, "pkg") == k1

@@ -125,17 +125,40 @@ class Project:
 
 
 def notebook_parameters(path: Path) -> dict:
-    """The names and defaults declared in a notebook's ``parameters`` cell,
-    as papermill reads them: ``{name: {"default": "...", ...}}``.
+    """The names and defaults declared in a notebook's ``parameters`` cell:
+    ``{name: {"name": name, "default": "source text of the value"}}``, the
+    names and defaults papermill's ``inspect_notebook`` gives, read with
+    :mod:`ast` (importing papermill takes seconds, and a rebuild with
+    nothing to execute should not pay them).
 
-    Raises NumalabError when the notebook has no cell tagged ``parameters``.
+    Raises NumalabError when the notebook has no cell tagged ``parameters``
+    or that cell is not valid Python.
     """
-    import papermill
+    import ast
     nb = _read_json(path)
-    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"]):
+    cell = next((c for c in nb["cells"] if c.get("cell_type") == "code"
+                 and "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
         raise NumalabError(f"{path}: no cell is tagged 'parameters' (see README, "
                            "'Notebook conventions')")
-    return dict(papermill.inspect_notebook(str(path)))
+    src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    try:
+        tree = ast.parse(src)
+    except SyntaxError as e:
+        raise NumalabError(f"{path}: the parameters cell is not valid Python "
+                           f"(line {e.lineno}: {e.msg})") from None
+    out: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and node.value is not None:
+            targets = [t for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None \
+                and isinstance(node.target, ast.Name):
+            targets = [node.target]
+        else:
+            continue
+        for t in targets:
+            out[t.id] = {"name": t.id, "default": ast.get_source_segment(src, node.value)}
+    return out
 
 
 def parameters_for(declared: Iterable[str], datasets: list[str], quick: bool) -> dict:
@@ -226,7 +249,7 @@ def package_digest(package_dir: Path | None = None) -> str:
     return _sha([[str(p.relative_to(base)), _file_sha(p)] for p in files])
 
 
-def cache_key(notebook: Path, params: dict, package: str) -> str:
+def cache_key(notebook: Path, params: dict, package: str, memo: dict | None = None) -> str:
     """The cache key of one execution (see the module docstring).
 
     Data files are found through ``params["datasets"]``: an entry that is an
@@ -236,7 +259,14 @@ def cache_key(notebook: Path, params: dict, package: str) -> str:
     data = []
     for d in params.get("datasets", []):
         if isinstance(d, str) and os.path.exists(d):
-            data.append([d, path_digest(Path(d))])
+            # ``memo``: one build hashes each data file once, not once per chapter
+            if memo is None or d not in memo:
+                digest = path_digest(Path(d))
+                if memo is None:
+                    data.append([d, digest])
+                    continue
+                memo[d] = digest
+            data.append([d, memo[d]])
     return _sha({"notebook": notebook_digest(notebook), "params": params,
                  "data": data, "package": package})
 
@@ -770,10 +800,11 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
         store = project.cache / "notebooks"
 
         all_jobs: list[Job] = []
+        digests: dict[str, str] = {}
         for stem in chapter_order(sources):
             src = sources[stem]
             params = parameters_for(notebook_parameters(src), datasets, quick)
-            key = cache_key(src, params, package)
+            key = cache_key(src, params, package, digests)
             all_jobs.append(Job(stem, src, params, key, store / f"{stem}-{key}.ipynb"))
 
         todo = []
