@@ -86,6 +86,8 @@ def add_parser(sub) -> None:
                    help="built-in functions traced from boot (ftrace= on the kernel command "
                         "line; saved as trace.boot), e.g. group_cpus_evenly to count every "
                         "call before the devices")
+    r.add_argument("--append", default="", metavar="WORDS",
+                   help="more kernel command-line words (\"irqaffinity=0 nosmt\")")
     r.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
                    help="kill the VM after this long (default 600)")
     r.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
@@ -119,6 +121,18 @@ def add_parser(sub) -> None:
                    help="parallel compile jobs (default 2)")
     b.add_argument("--list", action="store_true", help="list the named builds and exit")
     b.set_defaults(func=run_build_kernel)
+
+    e = lsub.add_parser("express", help="which machines the lab can build exactly, and why "
+                                        "not the others",
+                        description="For each machine (default: the 47 of the hwloc "
+                                    "collection, data/hwloc), the 'numalab lab run' options "
+                                    "that build it exactly in QEMU (same CPU ids, SMT siblings, "
+                                    "dies, packages, clusters, nodes, distances), or every "
+                                    "reason why not (numalab.lab.express).")
+    e.add_argument("datasets", nargs="*", metavar="DATASET",
+                   help="dumps, XML, .toml descriptions or synthetic strings")
+    e.add_argument("--json", action="store_true", help="machine-readable output")
+    e.set_defaults(func=run_express)
 
     s = lsub.add_parser("show", help="what a lab dump says: kernel, NVMe IRQ masks, "
                                      "blk-mq maps, probe trace, interrupt deltas")
@@ -173,7 +187,7 @@ def run_run(args) -> int:
     find_qemu()
     opts = LabOptions(devices=ok["devices"], io=args.io, io_count=ok["io_count"],
                       trace=ok["trace"], timeout=ok["timeout"], accel=args.accel,
-                      boot_trace=ok["boot_trace"])
+                      boot_trace=ok["boot_trace"], append=ok["append"])
     path = run_lab(ok["kernel"], ok["machine"], opts, output=args.output, progress=_say,
                    command="numalab " + shlex.join(sys.argv[1:]))
     print(path)
@@ -238,4 +252,20 @@ def run_show(args) -> int:
             name = d.irq_names.get(irq, "")
             hits = ", ".join(f"cpu{c}:{n}" for c, n in enumerate(deltas) if n)
             print(f"  io: irq {irq} {name}: {hits}")
+    return 0
+
+
+def run_express(args) -> int:
+    from ..lab.express import express_table
+    t = express_table(args.datasets or None)
+    if args.json:
+        print(json.dumps(t.to_dict(orient="records"), indent=1))
+        return 0
+    print(f"{int(t['exact'].sum())} of {len(t)} machines can be built exactly in the lab")
+    for r in t.itertuples():
+        if r.exact:
+            print(f"  exact  {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.lab_run}")
+    for r in t.itertuples():
+        if not r.exact:
+            print(f"  no     {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.reasons}")
     return 0
