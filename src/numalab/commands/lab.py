@@ -23,6 +23,22 @@ and, with --io, /proc/interrupts before and after the pinned reads.
 """
 
 
+SWEEP_EPILOG = """\
+matrix file (TOML; dump paths relative to its folder):
+  machines = ["../../hwloc/linux/16amd64-8n2c.tar.bz2", "pack:2 numa:1 core:4 pu:2"]
+  kernels = ["7.2"]              # Debian versions or releases, or built:NAME
+  nvme = ["per-node:1:8"]        # per-node:N[:QUEUES] or N@NODE:QUEUES options ("3@0:8 3@1:8")
+  cmdline = [""]                 # optional: extra kernel command lines, one boot each
+  timeout = 600                  # optional: seconds per boot
+  retries = 1                    # optional: boots again after a failure (0-3)
+
+a cluster by hand (each worker needs QEMU, busybox-static and the lab's kernel cache):
+  dask scheduler --host 127.0.0.1 --port 8786
+  dask worker tcp://127.0.0.1:8786 --nthreads 1        # one per core, as many as wanted
+  numalab lab sweep MATRIX.toml -o RESULTS --scheduler tcp://127.0.0.1:8786
+"""
+
+
 def _say(msg: str) -> None:
     print(f"numalab lab: {msg}", file=sys.stderr, flush=True)
 
@@ -121,6 +137,31 @@ def add_parser(sub) -> None:
                    help="parallel compile jobs (default 2)")
     b.add_argument("--list", action="store_true", help="list the named builds and exit")
     b.set_defaults(func=run_build_kernel)
+
+    w = lsub.add_parser("sweep", help="boot a matrix of machines x kernels x NVMe layouts on "
+                                      "Dask (resumable)",
+                        description="Boot every (machine, kernel, NVMe layout, command line) of "
+                                    "a matrix file as one task on Dask distributed: a "
+                                    "LocalCluster of one single-threaded worker per usable CPU, "
+                                    "or --scheduler for a cluster started by hand. Each boot is "
+                                    "'numalab lab run' with the same checks; its dump lands in "
+                                    "RESULTS under a content-addressed name, so a rerun skips "
+                                    "it. A failed boot is retried once, then listed in "
+                                    "RESULTS/failures.json. Progress on stderr, the summary on "
+                                    "stdout; exit 1 when a boot failed.",
+                        epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w.add_argument("matrix", metavar="MATRIX.toml", help="the matrix file")
+    w.add_argument("-o", "--output", required=True, metavar="RESULTS",
+                   help="the results folder (created; its dumps are reused)")
+    w.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="an existing Dask scheduler (default: a LocalCluster on this machine)")
+    w.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="LocalCluster worker processes, one thread each (default: the usable "
+                        "CPUs)")
+    w.add_argument("--dry-run", action="store_true",
+                   help="check the matrix and print the plan (and the machines the lab cannot "
+                        "build, with why); boot nothing")
+    w.set_defaults(func=run_sweep_command)
 
     e = lsub.add_parser("express", help="which machines the lab can build exactly, and why "
                                         "not the others",
@@ -269,3 +310,26 @@ def run_express(args) -> int:
         if not r.exact:
             print(f"  no     {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.reasons}")
     return 0
+
+
+def run_sweep_command(args) -> int:
+    from ..lab.sweep import (check_results, check_scheduler, load_matrix, plan_sweep,
+                             render_summary, resolve_kernel, run_sweep)
+    if args.dry_run:
+        m = load_matrix(args.matrix)
+        check_results(args.output)
+        if args.scheduler is not None:
+            check_scheduler(args.scheduler)
+        kernels = {q: resolve_kernel(q, progress=_say) for q in m.kernels}
+        tasks, refused = plan_sweep(m, kernels)
+        print(f"{len(tasks)} boot(s), {len(refused)} not expressible")
+        for t in tasks:
+            print(f"  boot      {t['name']}: {t['command']}")
+        for r in refused:
+            print(f"  refused   {r['machine']}" + (f" {r['nvme']}" if r.get("nvme") else "")
+                  + f": {'; '.join(r['reasons'])}")
+        return 0
+    summary = run_sweep(args.matrix, args.output, scheduler=args.scheduler,
+                        workers=args.workers, say=lambda m: _say(f"sweep: {m}"))
+    print(render_summary(summary))
+    return 1 if summary["counts"]["failed"] else 0

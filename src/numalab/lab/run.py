@@ -55,6 +55,7 @@ class LabOptions:
     accel: str = "tcg"
     retries: int = 1
     boot_trace: tuple[str, ...] = ()   # built-in functions traced from boot (ftrace= on the command line)
+    append: str = ""                   # more kernel command-line words (numalab.lab.args.check_cmdline)
 
 
 def find_qemu() -> str:
@@ -234,11 +235,13 @@ def boot_trace_append(functions) -> str:
 def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             output: str | os.PathLike | None = None,
             progress: Callable[[str], None] | None = None,
-            command: str | None = None) -> Path:
+            command: str | None = None, manifest_extra: dict | None = None) -> Path:
     """Boot ``kernel`` on ``machine`` with ``options`` and write the lab dump.
 
     ``command``, when given, is the command line that asked for this run; the
     manifest keeps it (``numalab_command``) so the dump says how to redo it.
+    ``manifest_extra``: more top-level manifest keys (``numalab lab sweep``
+    records its task there, under ``sweep``); they cannot replace the lab's own.
 
     Output: the path written (``output``, a file in the directory
     ``output``, or :func:`default_output_name` in the current directory).
@@ -246,8 +249,8 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     failing or timed-out guest (with the path of the console log), or an
     existing output.
     """
-    from .args import (MAX_IO_COUNT, check_count, check_kernel, check_machine, check_nvme,
-                       check_output, check_timeout)
+    from .args import (MAX_IO_COUNT, check_cmdline, check_count, check_kernel, check_machine,
+                       check_nvme, check_output, check_timeout)
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     # every argument first (the same checks as the command line's): a refused
@@ -264,6 +267,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     check_machine(machine)
     check_nvme(options.devices, machine.nnodes)
     check_output(output)
+    extra_append = check_cmdline(options.append)
     qemu = find_qemu()
     out = _resolve_output(output)
     layout = nvme_layout(options.devices)
@@ -277,7 +281,8 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     cfg = InitConfig(modules=tuple(k.modules), trace=tuple(options.trace), nvme=len(layout),
                      io=options.io, io_count=options.io_count,
                      boot_trace=bool(options.boot_trace))
-    append = KERNEL_APPEND + boot_trace_append(options.boot_trace)
+    append = (KERNEL_APPEND + (" " + extra_append if extra_append else "")
+              + boot_trace_append(options.boot_trace))
     busybox = find_busybox(progress=say)
     modules = {m: k.module_path(m).read_bytes() for m in k.modules}
     initrd = build_initramfs(modules, cfg, busybox)
@@ -356,6 +361,8 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             "seconds": {"fetch": round(fetch_s, 1), "boot_and_collect": round(b.seconds, 1)},
             "busybox": str(busybox),
         }
+        for key, value in (manifest_extra or {}).items():
+            manifest.setdefault(key, value)
         try:
             path = write_lab_dump(b.dump, out, manifest, b.console, work)
         except LabError as e:
