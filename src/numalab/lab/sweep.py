@@ -45,7 +45,6 @@ import json
 import os
 import re
 import shlex
-import socket
 import sys
 import tempfile
 import time
@@ -362,7 +361,11 @@ def run_task(task: dict, boot: Callable[[dict, Path], Path] = lab_boot, tries: i
     never raises. Output: ``{"key", "ok", "dump" (bytes, when ok),
     "attempts": [{"ok", "seconds", "error"}], "worker"}``."""
     attempts = []
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    try:                       # the Dask worker's address (no host name: results are shared)
+        from distributed import get_worker
+        worker = get_worker().address
+    except (ImportError, ValueError):
+        worker = f"pid {os.getpid()}"
     for _ in range(max(1, tries)):
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="numalab-sweep-") as tmp:
