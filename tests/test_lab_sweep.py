@@ -193,3 +193,15 @@ def test_dry_run_prints_the_plan(tmp_path, capsys, monkeypatch):
     assert out.startswith("6 boot(s), 1 not expressible")
     assert "refused   16em64t-4s2c2t: CPU numbering" in out
     assert not (tmp_path / "r").exists()
+
+
+def test_bench_lab_is_registered_and_projects():
+    from numalab.measure.bench import targets
+    from numalab.measure.lab import project_wall
+    assert "lab" in targets()
+    # 4 boots of 10 s and 20 s on 2 workers: 20+10 on each -> 30 s; on 1 worker the sum
+    assert project_wall([10.0, 20.0], 4, 2) == 30.0
+    assert project_wall([10.0, 20.0], 4, 1) == 60.0
+    # more workers never take longer, and never less than the longest boot
+    walls = [project_wall([110.0, 150.0, 40.0], 200, w) for w in (1, 2, 8, 32, 500)]
+    assert walls == sorted(walls, reverse=True) and walls[-1] == 150.0
