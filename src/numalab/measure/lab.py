@@ -93,6 +93,10 @@ def run_lab_bench(matrix: str, workers: int = 2, project: tuple[int, ...] = (200
             "startup_s": round(startup, 1), "projection": proj}
 
 
+def _num(x) -> str:
+    return "?" if x is None else f"{x:.2f}"
+
+
 def _hours(s: float) -> str:
     return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
 
@@ -105,7 +109,7 @@ def render(result: dict) -> str:
         lines.append(f"{r['workers']} worker(s): {r['boots']} boots ({r['failed']} failed) in "
                      f"{r['wall_s']:.0f} s wall = {r['boots_per_hour'] or 0:.0f} boots/hour; "
                      f"per boot {min(per, default=0):.0f}-{max(per, default=0):.0f} s; load "
-                     f"{r['load_before']} -> {r['load_after']}")
+                     f"{_num(r['load_before'])} -> {_num(r['load_after'])}")
     if result["projection"]:
         lines.append(f"projected (one-worker boot times, {result['startup_s']:.0f} s startup, "
                      "one core per worker):")
