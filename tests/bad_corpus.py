@@ -1214,6 +1214,60 @@ def build_lab_cases() -> list[LabCase]:
           BUILD + ["-o", "../x"], "build name '../x': use 1-64 letters, digits and . _ + - (not "
           "starting with .)", kind="lab build-kernel"),
     ]
+    # -- numalab lab sweep: the matrix file and the options ---------------------------------
+    SW = ["lab", "sweep", "{in}/m.toml", "-o", "{in}/out"]
+    GOOD = 'machines = ["numa:2 core:2"]\nkernels = ["7.2"]\nnvme = ["3@0:8"]\n'
+    M2 = "{in}/m.toml"
+
+    def sweep(id: str, what: str, toml: str, error: str, extra: list[str] = ()) -> LabCase:
+        return A(id, what, SW + list(extra), error, kind="lab sweep",
+                 prepare=_file("m.toml", toml.encode()))
+    cases += [
+        sweep("sweep-not-toml", "the matrix stops after 'machines = ['",
+              "machines = [", f"{M2}: not valid TOML: Invalid value (at end of document)"),
+        sweep("sweep-no-machines", "a matrix without machines",
+              'kernels = ["7.2"]\nnvme = ["3@0:8"]\n',
+              f"{M2}: machines: missing (expected a list of 1 to 4096 entries (a dump path or a "
+              "synthetic string))"),
+        sweep("sweep-nvme-not-list", "nvme is a string, not a list of layouts",
+              GOOD.replace('["3@0:8"]', '"3@0:8"'),
+              f"{M2}: nvme: expected a list (an NVMe layout (3@0:8, per-node:1:8)), not \"3@0:8\""),
+        sweep("sweep-kernel-garbage", "a kernel with a shell command in it",
+              GOOD.replace('"7.2"', '"7.2;reboot"'),
+              f"{M2}: kernels[0]: expected a kernel (7.2, a release, or built:NAME), not "
+              "\"7.2;reboot\""),
+        sweep("sweep-kernel-unknown-build", "built:nothing in an empty cache",
+              GOOD.replace('"7.2"', '"built:nothing"'),
+              f"{M2}: kernels[0]: no built kernel named 'nothing'; built: none (numalab lab "
+              "build-kernel)"),
+        sweep("sweep-machine-missing", "a machine that is neither a file nor a synthetic string",
+              GOOD.replace('"numa:2 core:2"', '"nothing.tar.bz2"'),
+              f"{M2}: machines[0]: {{in}}/nothing.tar.bz2: no such file or directory, and not a "
+              "synthetic description (for example \"numa:2 core:8 pu:2\")"),
+        sweep("sweep-layout-garbage", "an NVMe layout without queues",
+              GOOD.replace('"3@0:8"', '"3@0"'),
+              f"{M2}: nvme[0]: \"3@0\": expected N@NODE:QUEUES options separated by spaces "
+              "(3@0:8 3@1:8) or per-node:N[:QUEUES]"),
+        sweep("sweep-layout-queues", "per-node with 999 I/O queues",
+              GOOD.replace('"3@0:8"', '"per-node:1:999"'),
+              f"{M2}: nvme[0]: \"per-node:1:999\": 1 to 128 I/O queues"),
+        sweep("sweep-cmdline", "a kernel command line with a ';'",
+              GOOD + 'cmdline = ["init=/bin/sh;reboot"]\n',
+              f"{M2}: cmdline[0]: a kernel parameter is letters, digits and _ . , = : / + - "
+              "(words separated by spaces)"),
+        sweep("sweep-timeout-zero", "timeout = 0", GOOD + "timeout = 0\n",
+              f"{M2}: timeout: expected a finite number in [1, 86400], not 0"),
+        sweep("sweep-duplicate", "the same kernel twice (the same boots twice)",
+              GOOD.replace('["7.2"]', '["7.2", "7.2"]'),
+              f"{M2}: kernels: \"7.2\" is listed twice"),
+        sweep("sweep-scheduler", "--scheduler http://x (Dask's address is tcp://HOST:PORT)",
+              GOOD, "--scheduler 'http://x': expected tcp://HOST:PORT",
+              ["--scheduler", "http://x"]),
+        sweep("sweep-workers-zero", "--workers 0", GOOD,
+              "--workers 0: expected an integer in [1, 256]", ["--workers", "0"]),
+        sweep("sweep-output-file", "-o names a regular file", GOOD,
+              "-o '{in}/m.toml': not a folder", ["-o", "{in}/m.toml"]),
+    ]
     # -- files of the lab's cache -----------------------------------------------------------
     cases += [
         A("cache-built-name-key", "a built/NAME.json whose key climbs out of the cache",

@@ -23,6 +23,22 @@ and, with --io, /proc/interrupts before and after the pinned reads.
 """
 
 
+SWEEP_EPILOG = """\
+matrix file (TOML; dump paths relative to its folder):
+  machines = ["../../hwloc/linux/16amd64-8n2c.tar.bz2", "pack:2 numa:1 core:4 pu:2"]
+  kernels = ["7.2"]              # Debian versions or releases, or built:NAME
+  nvme = ["per-node:1:8"]        # per-node:N[:QUEUES] or N@NODE:QUEUES options ("3@0:8 3@1:8")
+  cmdline = [""]                 # optional: extra kernel command lines, one boot each
+  timeout = 600                  # optional: seconds per boot
+  retries = 1                    # optional: boots again after a failure (0-3)
+
+a cluster by hand (each worker needs QEMU, busybox-static and the lab's kernel cache):
+  dask scheduler --host 127.0.0.1 --port 8786
+  dask worker tcp://127.0.0.1:8786 --nthreads 1        # one per core, as many as wanted
+  numalab lab sweep MATRIX.toml -o RESULTS --scheduler tcp://127.0.0.1:8786
+"""
+
+
 def _say(msg: str) -> None:
     print(f"numalab lab: {msg}", file=sys.stderr, flush=True)
 
@@ -95,6 +111,8 @@ def add_parser(sub) -> None:
                    help="with --sched-ext (repeatable, in order): pingpong[:PAIRSxITERS], "
                         "pingpong-pin[:PAIRSxITERS], fork[:N], fork-pin[:N] (default: all four, "
                         "4x100 and 50)")
+    r.add_argument("--append", default="", metavar="WORDS",
+                   help="more kernel command-line words (\"irqaffinity=0 nosmt\")")
     r.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
                    help="kill the VM after this long (default 600)")
     r.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
@@ -141,6 +159,42 @@ def add_parser(sub) -> None:
     x.add_argument("--kernel", default="7.2", help="the lab kernel whose BTF is used (7.2)")
     x.add_argument("--force", action="store_true", help="build again even when cached")
     x.set_defaults(func=run_build_scx)
+    w = lsub.add_parser("sweep", help="boot a matrix of machines x kernels x NVMe layouts on "
+                                      "Dask (resumable)",
+                        description="Boot every (machine, kernel, NVMe layout, command line) of "
+                                    "a matrix file as one task on Dask distributed: a "
+                                    "LocalCluster of one single-threaded worker per usable CPU, "
+                                    "or --scheduler for a cluster started by hand. Each boot is "
+                                    "'numalab lab run' with the same checks; its dump lands in "
+                                    "RESULTS under a content-addressed name, so a rerun skips "
+                                    "it. A failed boot is retried once, then listed in "
+                                    "RESULTS/failures.json. Progress on stderr, the summary on "
+                                    "stdout; exit 1 when a boot failed.",
+                        epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w.add_argument("matrix", metavar="MATRIX.toml", help="the matrix file")
+    w.add_argument("-o", "--output", required=True, metavar="RESULTS",
+                   help="the results folder (created; its dumps are reused)")
+    w.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="an existing Dask scheduler (default: a LocalCluster on this machine)")
+    w.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="LocalCluster worker processes, one thread each (default: the usable "
+                        "CPUs)")
+    w.add_argument("--dry-run", action="store_true",
+                   help="check the matrix and print the plan (and the machines the lab cannot "
+                        "build, with why); boot nothing")
+    w.set_defaults(func=run_sweep_command)
+
+    e = lsub.add_parser("express", help="which machines the lab can build exactly, and why "
+                                        "not the others",
+                        description="For each machine (default: the 47 of the hwloc "
+                                    "collection, data/hwloc), the 'numalab lab run' options "
+                                    "that build it exactly in QEMU (same CPU ids, SMT siblings, "
+                                    "dies, packages, clusters, nodes, distances), or every "
+                                    "reason why not (numalab.lab.express).")
+    e.add_argument("datasets", nargs="*", metavar="DATASET",
+                   help="dumps, XML, .toml descriptions or synthetic strings")
+    e.add_argument("--json", action="store_true", help="machine-readable output")
+    e.set_defaults(func=run_express)
 
     s = lsub.add_parser("show", help="what a lab dump says: kernel, NVMe IRQ masks, "
                                      "blk-mq maps, probe trace, interrupt deltas")
@@ -203,7 +257,7 @@ def run_run(args) -> int:
     opts = LabOptions(devices=ok["devices"], io=args.io, io_count=ok["io_count"],
                       trace=ok["trace"], timeout=ok["timeout"], accel=args.accel,
                       boot_trace=ok["boot_trace"], sched_ext=args.sched_ext or "",
-                      workloads=tuple(args.workload))
+                      workloads=tuple(args.workload), append=ok["append"])
     path = run_lab(ok["kernel"], ok["machine"], opts, output=args.output, progress=_say,
                    command="numalab " + shlex.join(sys.argv[1:]))
     print(path)
@@ -284,3 +338,42 @@ def run_show(args) -> int:
             hits = ", ".join(f"cpu{c}:{n}" for c, n in enumerate(deltas) if n)
             print(f"  io: irq {irq} {name}: {hits}")
     return 0
+
+
+def run_express(args) -> int:
+    from ..lab.express import express_table
+    t = express_table(args.datasets or None)
+    if args.json:
+        print(json.dumps(t.to_dict(orient="records"), indent=1))
+        return 0
+    print(f"{int(t['exact'].sum())} of {len(t)} machines can be built exactly in the lab")
+    for r in t.itertuples():
+        if r.exact:
+            print(f"  exact  {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.lab_run}")
+    for r in t.itertuples():
+        if not r.exact:
+            print(f"  no     {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.reasons}")
+    return 0
+
+
+def run_sweep_command(args) -> int:
+    from ..lab.sweep import (check_results, check_scheduler, load_matrix, plan_sweep,
+                             render_summary, resolve_kernel, run_sweep)
+    if args.dry_run:
+        m = load_matrix(args.matrix)
+        check_results(args.output)
+        if args.scheduler is not None:
+            check_scheduler(args.scheduler)
+        kernels = {q: resolve_kernel(q, progress=_say) for q in m.kernels}
+        tasks, refused = plan_sweep(m, kernels)
+        print(f"{len(tasks)} boot(s), {len(refused)} not expressible")
+        for t in tasks:
+            print(f"  boot      {t['name']}: {t['command']}")
+        for r in refused:
+            print(f"  refused   {r['machine']}" + (f" {r['nvme']}" if r.get("nvme") else "")
+                  + f": {'; '.join(r['reasons'])}")
+        return 0
+    summary = run_sweep(args.matrix, args.output, scheduler=args.scheduler,
+                        workers=args.workers, say=lambda m: _say(f"sweep: {m}"))
+    print(render_summary(summary))
+    return 1 if summary["counts"]["failed"] else 0

@@ -27,7 +27,7 @@ from ..errors import one_line
 from . import LabError
 from .schema import MAX_NODES, check_distances
 
-__all__ = ["check_timeout", "check_count", "check_one_line", "check_kernel", "check_functions", "check_output",
+__all__ = ["check_cmdline", "check_timeout", "check_count", "check_one_line", "check_kernel", "check_functions", "check_output",
            "check_patch_file", "check_source", "check_jobs", "check_nvme", "check_machine",
            "check_distances", "check_run", "check_build", "MAX_TIMEOUT", "MAX_IO_COUNT",
            "MAX_JOBS", "MAX_GUEST_MIB", "MAX_NVME_NODES", "MAX_PATCH_BYTES"]
@@ -256,6 +256,33 @@ def check_one_line(option: str, value) -> None:
               "records the command on one line)")
 
 
+_WORD = re.compile(r"[A-Za-z0-9_.,=:/+-]{1,256}")
+
+
+def check_cmdline(text, option: str = "--append") -> str:
+    """``--append``: more kernel command-line words (``nohz_full=2-3
+    irqaffinity=0``): letters, digits and ``_ . , = : / + -``, separated
+    by spaces, at most 1024 characters; ``""`` is none. Output: the words
+    joined by one space.
+
+    >>> check_cmdline("  irqaffinity=0   nosmt ")
+    'irqaffinity=0 nosmt'
+    >>> check_cmdline("init=/bin/sh;reboot")
+    Traceback (most recent call last):
+    numalab.lab.LabError: --append 'init=/bin/sh;reboot': a kernel parameter is letters, digits and _ . , = : / + - (words separated by spaces)
+    """
+    if text is None:
+        return ""
+    if not isinstance(text, str) or len(text) > 1024:
+        _fail(f"{option} {_shown(text)}: expected kernel parameters (at most 1024 characters)")
+    words = text.split()
+    for w in words:
+        if not _WORD.fullmatch(w):
+            _fail(f"{option} {_shown(w)}: a kernel parameter is letters, digits and "
+                  "_ . , = : / + - (words separated by spaces)")
+    return " ".join(words)
+
+
 def check_run(args) -> dict:
     """Every argument of ``numalab lab run`` (an argparse namespace, or any
     object with the same attributes), before anything starts. Output: the
@@ -263,7 +290,7 @@ def check_run(args) -> dict:
     ``timeout``, ``io_count``, ``output``). Raises LabError (one line)."""
     from .spec import machine_from_text
     for name in ("kernel", "topology", "distances", "node_cpus", "node_memory", "trace",
-                 "boot_trace", "output"):
+                 "boot_trace", "output", "append"):
         check_one_line(f"--{name.replace('_', '-')}", getattr(args, name, None))
     for x in args.nvme:
         check_one_line("--nvme", x)
@@ -278,8 +305,10 @@ def check_run(args) -> dict:
     check_machine(machine)
     devices = check_nvme(args.nvme, machine.nnodes)
     output = check_output(args.output)
+    append = check_cmdline(getattr(args, "append", None))
     return {"kernel": kernel, "machine": machine, "devices": devices, "trace": trace,
-            "boot_trace": boot, "timeout": timeout, "io_count": io_count, "output": output}
+            "boot_trace": boot, "timeout": timeout, "io_count": io_count, "output": output,
+            "append": append}
 
 
 def check_build(args) -> dict:

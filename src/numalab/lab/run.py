@@ -57,6 +57,7 @@ class LabOptions:
     boot_trace: tuple[str, ...] = ()   # built-in functions traced from boot (ftrace= on the command line)
     sched_ext: str = ""                 # "flat" or "pernode": load scx_simple and trace (numalab.lab.scx)
     workloads: tuple[str, ...] = ()     # with sched_ext: workload specs (numalab.lab.scx.WORKLOADS)
+    append: str = ""                   # more kernel command-line words (numalab.lab.args.check_cmdline)
 
 
 def find_qemu() -> str:
@@ -236,11 +237,13 @@ def boot_trace_append(functions) -> str:
 def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             output: str | os.PathLike | None = None,
             progress: Callable[[str], None] | None = None,
-            command: str | None = None) -> Path:
+            command: str | None = None, manifest_extra: dict | None = None) -> Path:
     """Boot ``kernel`` on ``machine`` with ``options`` and write the lab dump.
 
     ``command``, when given, is the command line that asked for this run; the
     manifest keeps it (``numalab_command``) so the dump says how to redo it.
+    ``manifest_extra``: more top-level manifest keys (``numalab lab sweep``
+    records its task there, under ``sweep``); they cannot replace the lab's own.
 
     Output: the path written (``output``, a file in the directory
     ``output``, or :func:`default_output_name` in the current directory).
@@ -248,8 +251,8 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     failing or timed-out guest (with the path of the console log), or an
     existing output.
     """
-    from .args import (MAX_IO_COUNT, check_count, check_kernel, check_machine, check_nvme,
-                       check_output, check_timeout)
+    from .args import (MAX_IO_COUNT, check_cmdline, check_count, check_kernel, check_machine,
+                       check_nvme, check_output, check_timeout)
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
     # every argument first (the same checks as the command line's): a refused
@@ -266,6 +269,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     check_machine(machine)
     check_nvme(options.devices, machine.nnodes)
     check_output(output)
+    extra_append = check_cmdline(options.append)
     qemu = find_qemu()
     out = _resolve_output(output)
     layout = nvme_layout(options.devices)
@@ -284,7 +288,8 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
                      io=options.io, io_count=options.io_count,
                      boot_trace=bool(options.boot_trace),
                      scx_section=scx["section"] if scx else "")
-    append = KERNEL_APPEND + boot_trace_append(options.boot_trace)
+    append = (KERNEL_APPEND + (" " + extra_append if extra_append else "")
+              + boot_trace_append(options.boot_trace))
     busybox = find_busybox(progress=say)
     modules = {m: k.module_path(m).read_bytes() for m in k.modules}
     initrd = build_initramfs(modules, cfg, busybox, extra=scx["files"] if scx else None)
@@ -364,6 +369,8 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             "busybox": str(busybox),
             **({"sched_ext": scx["manifest"]} if scx else {}),
         }
+        for key, value in (manifest_extra or {}).items():
+            manifest.setdefault(key, value)
         try:
             path = write_lab_dump(b.dump, out, manifest, b.console, work,
                                   scx=scx["meta"] if scx else None)
