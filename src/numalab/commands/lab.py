@@ -86,6 +86,15 @@ def add_parser(sub) -> None:
                    help="built-in functions traced from boot (ftrace= on the kernel command "
                         "line; saved as trace.boot), e.g. group_cpus_evenly to count every "
                         "call before the devices")
+    r.add_argument("--sched-ext", choices=("flat", "pernode"), default=None,
+                   help="load scx_simple (built by 'numalab lab build-scx' from 7.2's "
+                        "tools/sched_ext; pernode sets SCX_OPS_BUILTIN_IDLE_PER_NODE), trace "
+                        "its idle-mask code and run --workload; the dump gets "
+                        "numalab/lab/scx-trace and scx.json (data/lab/README.md)")
+    r.add_argument("--workload", action="append", default=[], metavar="NAME[:ARGS]",
+                   help="with --sched-ext (repeatable, in order): pingpong[:PAIRSxITERS], "
+                        "pingpong-pin[:PAIRSxITERS], fork[:N], fork-pin[:N] (default: all four, "
+                        "4x100 and 50)")
     r.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
                    help="kill the VM after this long (default 600)")
     r.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
@@ -119,6 +128,19 @@ def add_parser(sub) -> None:
                    help="parallel compile jobs (default 2)")
     b.add_argument("--list", action="store_true", help="list the named builds and exit")
     b.set_defaults(func=run_build_kernel)
+
+    x = lsub.add_parser("build-scx", help="build scx_simple and the workload program for "
+                                          "the sched_ext lab (cached)",
+                        description="Build scx_simple from the 7.2 kernel's tools/sched_ext "
+                                    "(Debian's linux-source-7.2, clang-19, libbpf and bpftool "
+                                    "from the tree, statically linked, with the lab's -n "
+                                    "per-node option) and tools/sched_ext_lab/scxload.c, and "
+                                    "read the kprobes' structure offsets from the kernel's BTF. "
+                                    "Cached in the lab cache by its inputs; 'lab run "
+                                    "--sched-ext' calls it. Prints the cache folder.")
+    x.add_argument("--kernel", default="7.2", help="the lab kernel whose BTF is used (7.2)")
+    x.add_argument("--force", action="store_true", help="build again even when cached")
+    x.set_defaults(func=run_build_scx)
 
     s = lsub.add_parser("show", help="what a lab dump says: kernel, NVMe IRQ masks, "
                                      "blk-mq maps, probe trace, interrupt deltas")
@@ -180,8 +202,15 @@ def run_run(args) -> int:
         raise LabError("--io-count must be at least 1")
     find_qemu()
     boot = tuple(f.strip() for f in args.boot_trace.split(",") if f.strip())
+    if args.workload and not args.sched_ext:
+        raise LabError("--workload needs --sched-ext flat|pernode")
+    if args.sched_ext:
+        from ..lab.scx import parse_workload
+        for w in args.workload:
+            parse_workload(w)
     opts = LabOptions(devices=devices, io=args.io, io_count=args.io_count, trace=trace,
-                      timeout=args.timeout, accel=args.accel, boot_trace=boot)
+                      timeout=args.timeout, accel=args.accel, boot_trace=boot,
+                      sched_ext=args.sched_ext or "", workloads=tuple(args.workload))
     path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say,
                    command="numalab " + shlex.join(sys.argv[1:]))
     print(path)
@@ -202,6 +231,13 @@ def run_build_kernel(args) -> int:
     k = build_kernel(args.source, patch=args.patch, name=args.name, jobs=args.jobs,
                      progress=_say)
     print(k.release)
+    return 0
+
+
+def run_build_scx(args) -> int:
+    from ..lab.scxbuild import build_scx
+    t = build_scx(args.kernel, progress=_say, force=args.force)
+    print(t.dir)
     return 0
 
 
@@ -229,6 +265,14 @@ def run_show(args) -> int:
               "no row in the README beside it)")
     for t in d.boot_trace:
         print(f"  boot trace: cpu {t.cpu} {t.comm} {t.function} <- {t.parent}")
+    if d.manifest.get("sched_ext"):
+        from ..lab.scx import read_scx
+        r = read_scx(args.dump)
+        print(f"  sched_ext: scx_simple, {r.mode} idle masks, {len(r.selects)} select calls, "
+              f"{len(r.updates)} idle updates (counts per workload; timings under TCG mean nothing)")
+        for w in r.workloads:
+            c = r.counts(w.name)
+            print(f"    {w.name}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     for c in d.nvme:
         print(f"  {c.address} node {c.node} {c.controller or '?'} {' '.join(c.disks)}: "
               f"{c.msi_vectors} MSI vectors")
