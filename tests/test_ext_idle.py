@@ -440,3 +440,42 @@ def test_replay_from_recorded_masks_and_an_exiting_waker():
     assert (5, True) in r["claims"][1]
     with pytest.raises(ReplayError, match="node 3"):
         replay(t, [{**sync, "masks": {3: (0, 0)}}], per_node=True)
+
+
+# -- the oracle: Linux 7.2 in the lab (data/lab/lab-7.2-scx-*, numalab.lab.scx) -------
+
+from pathlib import Path  # noqa: E402
+
+SCX_DUMPS = sorted((Path(__file__).resolve().parents[1] / "data" / "lab").glob("lab-7.2-scx-*.tar.bz2"))
+
+
+def test_the_oracle_has_two_shapes_in_both_modes():
+    names = {p.name for p in SCX_DUMPS}
+    for shape in ("16cpu-2n", "12cpu-4n-uneven"):
+        assert {f"lab-7.2-scx-flat-{shape}.tar.bz2", f"lab-7.2-scx-pernode-{shape}.tar.bz2"} <= names
+
+
+@pytest.mark.parametrize("path", SCX_DUMPS, ids=[p.name for p in SCX_DUMPS])
+def test_port_equals_the_lab_kernel(path):
+    """From every recorded select's entry state (masks, local DSQs, the
+    distribute cursors, the waker's PF_EXITING), the 7.2 port returns the
+    kernel's CPU and makes the kernel's claims, in order -- the WAKE_SYNC
+    claim of the waker's CPU included. Only selects during which another
+    vCPU stored to the masks (a race the port does not model) may differ."""
+    from numalab.lab.scx import port_masks, port_pick, read_scx
+    from numalab.topology import load
+    r = read_scx(path)
+    m = port_masks(r, load(path))
+    differ, raced = [], 0
+    for s in r.selects:
+        m.waker_exiting = s.waker_exiting
+        pp = port_pick(m, s)
+        if not (pp.same_ret and pp.same_claims):
+            if s.concurrent_stores:
+                raced += 1
+            else:
+                differ.append((s.seq, s.ret, s.claims, pp.ret, pp.claims))
+    assert r.selects and not differ, differ[:3]
+    assert raced <= 0.01 * len(r.selects)
+    sync_waker = sum(1 for s in r.selects for *_, site in s.claims if site.endswith("+0x2ac"))
+    assert sync_waker > 0, "the kernel's WAKE_SYNC waker claims are in the record"
