@@ -508,14 +508,15 @@ def latency_from_bench(topo: Topology) -> list[list[float]] | None:
 # --------------------------------------------------------------------------
 
 class _Stream:
-    """Pre-drawn random numbers for one task, refilled in blocks, so that two
+    """Pre-drawn random numbers for one task, refilled in blocks (of 16: a short
+    run uses few, and drawing is a fixed cost per block), so that two
     runs (flat and per-node) give task i the same run/sleep/waker sequence
     (common random numbers: the difference between modes is not noise)."""
 
     __slots__ = ("rng", "run", "sleep", "u", "i", "block", "run_mean", "sleep_mean")
 
     def __init__(self, seq: np.random.SeedSequence, run_mean: float, sleep_mean: float,
-                 block: int = 256):
+                 block: int = 16):
         self.rng = np.random.default_rng(seq)
         self.block = block
         self.run_mean, self.sleep_mean = run_mean, sleep_mean
