@@ -1,4 +1,5 @@
-"""The port of kernel/sched/ext_idle.c: selection order and access accounting."""
+"""The port of Linux 7.2's kernel/sched/ext/idle.c: selection order, access
+accounting, and the lab's real 7.2 kernel as the oracle."""
 
 import pytest
 from hypothesis import given, settings
