@@ -265,7 +265,10 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     else:
         k = fetch_kernel(kernel, progress=say)
     fetch_s = time.monotonic() - t0
-    scx = _prepare_scx(options, machine, say) if options.sched_ext else None
+    if options.sched_ext and k.build:
+        raise LabError("--sched-ext boots Debian's kernels (its probes and scx_simple are built "
+                       "against the Debian image's BTF), not built:NAME")
+    scx = _prepare_scx(options, machine, say, k.release) if options.sched_ext else None
     cfg = InitConfig(modules=tuple(k.modules), trace=tuple(options.trace), nvme=len(layout),
                      io=options.io, io_count=options.io_count,
                      boot_trace=bool(options.boot_trace),
@@ -363,7 +366,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _prepare_scx(options: LabOptions, machine: LabMachine, say) -> dict:
+def _prepare_scx(options: LabOptions, machine: LabMachine, say, release: str) -> dict:
     """For ``--sched-ext``: build (or reuse) scx_simple and scxload, and return
     the initramfs files, the /init section, the manifest entry and the
     metadata that ``scx.json`` starts from."""
@@ -373,7 +376,7 @@ def _prepare_scx(options: LabOptions, machine: LabMachine, say) -> dict:
         raise LabError(f"--sched-ext: at most {MAX_CPUS} CPUs (the probes read 64-bit masks)")
     specs = options.workloads or ("pingpong", "pingpong-pin", "fork", "fork-pin")
     loads = [parse_workload(w) for w in specs]
-    tools = build_scx("7.2", progress=say)
+    tools = build_scx(release, progress=say)
     probes = probe_lines(tools.offsets, machine.nnodes)
     files = {"bin/scx_simple": (tools.scx_simple.read_bytes(), 0o755),
              "bin/scxload": (tools.scxload.read_bytes(), 0o755),

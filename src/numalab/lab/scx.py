@@ -295,6 +295,7 @@ class Update:
     masks_after: dict[int, tuple[int, int]] | None = None
     workload: str | None = None
     site: str = ""                 # the caller: put_prev_task_idle, set_next_task_idle, pick_task_idle
+    end_seq: int | None = None     # counter of the return (masks_after were read then)
 
     @property
     def curr_is_idle(self) -> bool:
@@ -378,12 +379,12 @@ class ScxRun:
 # pick_idle_cpu_in_node() are out-of-line calls, none is inlined):
 CLAIM_SITES = {
     "7.2.13+deb14-amd64": {
-        "scx_select_cpu_dfl+0x50e": "sync_prev",     # WAKE_SYNC: prev_cpu shares the waker's LLC
-        "scx_select_cpu_dfl+0x2ac": "sync_waker",    # WAKE_SYNC: the waker's own CPU
-        "scx_select_cpu_dfl+0x51f": "smt_prev",      # SMT: prev_cpu's whole core idle
-        "scx_select_cpu_dfl+0x4f7": "prev",          # prev_cpu idle
-        "scx_select_cpu_dfl+0x3f3": "sibling",       # an SMT sibling of prev_cpu
-        "pick_idle_cpu_in_node+0x83": "pick",        # a search's claim
+        "scx_select_cpu_dfl+0x50e": "sync_prev",     # idle.c:534 WAKE_SYNC: prev_cpu shares the waker's LLC
+        "scx_select_cpu_dfl+0x2ac": "sync_waker",    # idle.c:558 WAKE_SYNC: the waker's own CPU
+        "scx_select_cpu_dfl+0x51f": "smt_prev",      # idle.c:574 SMT: prev_cpu's whole core idle
+        "scx_select_cpu_dfl+0x4f7": "prev",          # idle.c:622 prev_cpu idle
+        "scx_select_cpu_dfl+0x3f3": "sibling",       # idle.c:634 an SMT sibling of prev_cpu
+        "pick_idle_cpu_in_node+0x83": "pick",        # idle.c:134 a search's claim
     },
 }
 
@@ -505,6 +506,7 @@ def parse_scx_trace(text: str, mode: str, nnodes: int, where: str = "scx-trace")
                 u = open_upd.pop(cpu, None)
                 if u is not None:
                     u.masks_after = _masks(kv, nnodes, at)
+                    u.end_seq = seq
                     rs = _RETSITE.search(rest)
                     u.site = rs["site"].split("+")[0] if rs else ""
                     run.updates.append(u)
@@ -659,3 +661,44 @@ def port_pick(m, s: Select, exiting: bool = False) -> PortPick:
     finally:
         port.scx_idle_test_and_clear_cpu = real
     return PortPick(select=s, ret=ret, claims=claims)
+
+
+def update_checks(run: ScxRun):
+    """Pairs ``(before, update)`` for the updates whose masks just before
+    are known: the last snapshot (a select's entry masks or an update's
+    masks after) precedes the update, and between that snapshot and the
+    update's return (when its ``masks_after`` were read) nobody else claimed
+    or stored. ``before``: ``{node: (cpu, smt)}``."""
+    snaps = sorted([(s.seq, s.masks) for s in run.selects]
+                   + [(u.end_seq, u.masks_after) for u in run.updates if u.masks_after])
+    events = sorted([u.seq for u in run.updates if u.writes]
+                    + [q for s in run.selects for q in s.claim_seq])
+    import bisect
+    sseq = [q for q, _ in snaps]
+    out = []
+    for u in run.updates:
+        if u.masks_after is None:
+            continue
+        i = bisect.bisect_left(sseq, u.seq) - 1
+        if i < 0:
+            continue
+        at, before = snaps[i]
+        # no store but this update's own between the snapshot and its return
+        if bisect.bisect_left(events, u.end_seq) - bisect.bisect_left(events, at) > u.writes:
+            continue
+        out.append((before, u))
+    return out
+
+
+def port_update(m, before: dict[int, tuple[int, int]], u: Update) -> dict[int, tuple[int, int]]:
+    """The masks after the port's ``__scx_update_idle()`` for ``u``, started
+    from ``before`` (only the pairs the run's mode uses are returned)."""
+    from ..kernel.sched import ext_idle as port
+    for node, (cpu_bits, smt_bits) in before.items():
+        pair = m.global_masks if node == -1 else m.node_masks.get(node)
+        if pair is not None:
+            pair.cpu.bits, pair.smt.bits = cpu_bits & m.possible, smt_bits & m.possible
+    m.this_cpu = u.cpu
+    port.__scx_update_idle(m, u.cpu, u.idle, u.notify, u.curr_is_idle)
+    pairs = {-1: m.global_masks} if not m.per_node else dict(m.node_masks)
+    return {n: (p.cpu.bits, p.smt.bits) for n, p in pairs.items()}

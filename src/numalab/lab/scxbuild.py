@@ -14,8 +14,10 @@ The recipe (``RECIPE`` names its revision):
    ``CACHE/scx/tree-VERSION`` (kept: later builds reuse it);
 3. ``tools/sched_ext``'s own Makefile builds libbpf and bpftool from the tree,
    ``vmlinux.h`` (``bpftool btf dump file vmlinux format c``), the BPF object
-   with ``clang-19`` (``-mcpu=v3``; Debian bookworm's default clang 14 is too old
-   for 7.2's BPF headers, bookworm also packages clang-19) and the skeleton;
+   with ``clang-19`` (``-mcpu=v3``; 7.2's ``tools/sched_ext/README.md`` asks
+   for clang >= 16, and bookworm packages clang-19 beside its default clang 14,
+   which also compiled ``scx_simple.bpf.c`` here but was not tried further)
+   and the skeleton;
    ``scx_simple.c`` gets the lab's one-option patch
    (``tools/sched_ext_lab/scx_simple-per-node.patch``: ``-n`` sets
    ``SCX_OPS_BUILTIN_IDLE_PER_NODE``) and is linked with ``gcc -static``
@@ -245,11 +247,15 @@ def build_scx(kernel: str = "7.2", progress: Callable[[str], None] | None = None
     if how != "pvh":
         raise LabError(f"{k.release}: no vmlinux could be decompressed from the bzImage "
                        "(install zstd)")
+    image = vmlinux.read_bytes()
+    if b"\0scx_select_cpu_dfl\0" not in image:
+        raise LabError(f"{k.release} has no sched_ext (no scx_select_cpu_dfl among its symbol "
+                       "and BTF names); sched_ext runs need 6.12 or later, the lab uses 7.2")
     version = ".".join(k.upstream.split(".")[:2])
     patch = TOOLS_DIR / "scx_simple-per-node.patch"
     load_c = TOOLS_DIR / "scxload.c"
     key_src = {"recipe": RECIPE, "kernel": k.release,
-               "vmlinux": _sha256_bytes(vmlinux.read_bytes()),
+               "vmlinux": _sha256_bytes(image),
                "patch": _sha256_bytes(patch.read_bytes()),
                "scxload": _sha256_bytes(load_c.read_bytes()),
                "clang": _version(clang), "gcc": _version(gcc)}
