@@ -447,7 +447,7 @@ def test_replay_from_recorded_masks_and_an_exiting_waker():
 
 from pathlib import Path  # noqa: E402
 
-SCX_DUMPS = sorted((Path(__file__).resolve().parents[1] / "data" / "lab").glob("lab-7.2-scx-*.tar.bz2"))
+SCX_DUMPS = sorted((Path(__file__).resolve().parents[1] / "data" / "lab" / "scx").glob("lab-7.2-scx-*.tar.bz2"))
 
 
 def test_the_oracle_has_two_shapes_in_both_modes():
