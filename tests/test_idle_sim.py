@@ -6,6 +6,7 @@ import pytest
 
 from numalab.kernel.sched.ext_idle import SCX_PICK_IDLE_IN_NODE
 from numalab.models.idle.sim import (
+    published_check,
     SEED_AFTER_S,
     SEED_BEFORE_S,
     SimParams,
@@ -112,14 +113,19 @@ def test_latency_from_bench_forms():
 def test_fit_quality_at_the_fitted_rate():
     """run_mean_us = 49 was chosen so that the (1+f) gain on the DGX B200 is
     close to the cover letter's (published, within its noise): this checks
-    the fit still holds (fit quality, not a prediction), that the DGX-1 at the
-    same rate stays near nothing, and the mechanism behind it."""
+    the fit still holds (fit quality, not a prediction), the mechanism behind
+    it, and pins the held-out DGX-1 check the chapter reports: the latest
+    posting (v9 to v11, merged) claims 1.5-3 % there, and at the same rate
+    the model predicts far less by either definition -- it fails the check."""
+    from numalab.published import idle_dgx1
     b = compare(dgx_b200(), SimParams())
     d = compare(dgx1(), SimParams())
     measured = 100 * (1 - SEED_AFTER_S / SEED_BEFORE_S)
     assert not b["saturated"] and not d["saturated"]
     assert abs(b["gain_pct"] - measured) < 2.0, b["gain_pct"]
-    assert abs(d["gain_pct"]) < 0.5, d["gain_pct"]
+    low = 100 * idle_dgx1()["speedup_low"]
+    assert d["gain_pct"] < low / 3 and d["gain_thr_pct"] < low / 3, d
+    assert published_check(d["gain_thr_pct"], low, 100 * idle_dgx1()["speedup_high"]) == "below"
     # the mechanism: cross-node writes on the flat mask, not on per-node masks
     assert b["per_node"].total.cross_node_writes < 0.3 * b["flat"].total.cross_node_writes
     assert b["flat"].total.wait_ns > 3 * d["flat"].total.wait_ns * 224 / 80
@@ -179,16 +185,18 @@ def test_read_guarded_exit_removes_writes():
     assert guard.total.writes / guard.decisions < 0.8 * kern.total.writes / kern.decisions
 
 
-def test_sync_wakeups_can_pick_the_waker_without_a_write():
+def test_sync_wakeups_pick_the_waker_and_claim_it():
     # wakers on the other node: prev_cpu shares no LLC with them, so the sync
-    # branch returns the waker's own CPU (unclaimed: no store) while CPUs are idle
+    # branch returns the waker's own CPU; 7.2 claims it first
+    # (scx_idle_test_and_clear_cpu(cpu), kernel/sched/ext/idle.c:558), a store
     p = SimParams(**SMALL, sync_frac=1.0, waker_local=0.0)
     r = simulate(machine(2, 4, 2), p, seed=1)
     assert r.sync_wakeups == r.decisions > 0
     assert 0 < r.sync_waker_picks <= r.decisions
     none = simulate(machine(2, 4, 2), replace(p, sync_frac=0.0), seed=1)
     assert none.sync_wakeups == none.sync_waker_picks == 0
-    assert r.select.writes / r.decisions < none.select.writes / none.decisions
+    # every waker pick made at least one store to an idle mask
+    assert r.select.writes >= r.sync_waker_picks
 
 
 def test_load_one_has_no_idle_transitions():
@@ -232,3 +240,33 @@ def test_smt_active_uses_online_siblings():
     t = t.replace(online=first_threads)
     assert not IdleMasks(t).smt_active
     assert IdleMasks(machine(1, 2, 2)).smt_active
+
+
+# -- issue 25: seeds for every row, the result cache ------------------------------
+
+def test_over_seeds_and_seed_sensitivity_report_every_seed():
+    from numalab.models.idle.sim import over_seeds, seed_sensitivity
+    t, p = machine(2, 4, 2), SimParams(**SMALL)
+    o = over_seeds(t, p, range(5))
+    assert o["n"] == 5 and len(o["thr"]) == 5 - o["saturated"]
+    assert o["low"] <= o["median"] <= o["high"]
+    assert o["runs"][2]["gain_thr_pct"] == compare(t, p, 2)["gain_thr_pct"]
+    with pytest.raises(Exception, match="at least 5 seeds"):
+        over_seeds(t, p, range(3))
+    df = seed_sensitivity({"small": t}, p, {"local_ns": [20.0, 80.0]}, range(5))
+    assert list(df["seeds"]) == [5, 5] and (df["gain low %"] <= df["gain high %"]).all()
+
+
+def test_cache_returns_the_same_numbers(tmp_path, monkeypatch):
+    import numalab.models.idle.sim as S
+    monkeypatch.setattr(S, "_MEMO", None)
+    monkeypatch.setattr(S, "_CACHE_DIR", None)
+    t, p = machine(2, 2, 2), SimParams(**SMALL)
+    plain = simulate(t, p, seed=4).to_dict()
+    assert S.enable_cache(tmp_path) == tmp_path
+    first = simulate(t, p, seed=4)
+    assert first.to_dict() == plain and len(list(tmp_path.glob("*.pickle"))) == 1
+    S._MEMO.clear()                                   # a new process: read from disk
+    again = simulate(t, p, seed=4)
+    assert again is not first and again.to_dict() == plain
+    assert simulate(t, p, seed=5).to_dict() != plain  # another seed is another entry

@@ -118,3 +118,17 @@ def test_devmem_summary_is_the_posted_one():
 def test_headlines_are_the_posted_wording(pid, phrase):
     (value,) = P.table()["headlines"][pid].values()
     assert phrase.format(round(value * 100)) in text_of(pid)
+
+
+def test_dgx1_claim_and_what_the_stored_posting_said():
+    """The table takes the DGX-1 claim of the latest posting (v9 to v11, merged:
+    'a speedup of around 1.5-3%'); the stored seed is v8's cover letter, which
+    said no measurable difference. Check the seed is that earlier posting."""
+    d = P.idle_dgx1()
+    assert 0 < d["speedup_low"] < d["speedup_high"] and d["since"] == "v9"
+    assert (round(d["speedup_low"] * 100, 1), round(d["speedup_high"] * 100, 1)) == (1.5, 3.0)
+    text = text_of("003")
+    assert d["v8_wording"] in text
+    assert "ChangeLog v7 -> v8" in text and "v8 -> v9" not in text
+    assert "v11" in P.patch("003")["subject"]
+    assert "20250212165006.490130-1-arighi@nvidia.com" in P.patch("003")["lore"]

@@ -20,7 +20,7 @@ from functools import lru_cache
 from importlib import resources
 
 __all__ = ["table", "patch", "patches", "probe_rows", "kperf", "devmem_throughput",
-           "idle_b200", "irq_fio", "cite"]
+           "idle_b200", "idle_dgx1", "irq_fio", "cite"]
 
 
 @lru_cache(maxsize=1)
@@ -78,6 +78,13 @@ def devmem_throughput() -> dict[str, tuple[float, float]]:
 def idle_b200() -> dict:
     """The sched_ext patch's build times on the DGX B200 (seconds, 10 runs)."""
     return table()["idle"]["b200"]
+
+
+def idle_dgx1() -> dict:
+    """The sched_ext patch's DGX-1 claim in its latest posting (v9 to v11 and
+    the merged patch): ``speedup_low`` / ``speedup_high`` (fractions), the
+    version that introduced it (``since``) and v8's earlier wording."""
+    return dict(table()["idle"]["dgx1"])
 
 
 def irq_fio() -> dict:

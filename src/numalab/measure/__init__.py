@@ -18,12 +18,19 @@ chapter 4 from a dump's ``meta["bench"]["idle_inputs"]``:
   With fewer than :data:`~.bitops.MIN_CPUS_FOR_CURVE` CPUs the result says
   which curve cannot be measured instead of giving one.
 
-:func:`run_idle_inputs` runs both and returns one JSON-able dict.
+:func:`run_idle_inputs` runs both ``runs`` times (default
+:data:`DEFAULT_RUNS`) and returns one JSON-able dict: the first run's full
+record (``idle_rate``, ``bitops``, as before), every run's figures with the
+load average before and after it (``repeats``) and, per figure, the median
+and range over the runs (``summary``, :func:`summarise`). The machine may be
+shared: the load averages say how busy it was, and the spread says how much
+a single run can be trusted.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 
 from .. import __version__
@@ -31,22 +38,76 @@ from .bitops import MIN_CPUS_FOR_CURVE, run_bitops
 from .idle_rate import run_idle_rate
 
 __all__ = ["run_idle_inputs", "run_bitops", "run_idle_rate", "MIN_CPUS_FOR_CURVE",
-           "idle_inputs_of"]
+           "idle_inputs_of", "DEFAULT_RUNS", "run_figures", "summarise"]
+
+DEFAULT_RUNS = 5
+"""Repeats of the measurement: a median and a range need several runs."""
 
 
-def run_idle_inputs(quick: bool = False) -> dict:
-    """Both measurements as one dict (what ``collect --bench`` stores under
-    ``idle_inputs``): ``{"kind", "numalab", "time", "idle_rate", "bitops",
-    "loadavg"}``. Raises :class:`numalab.measure.atomics.BenchUnavailable`-style
-    errors (NumalabError) where a measurement cannot run at all."""
+def run_figures(rate: dict, bits: dict) -> dict:
+    """The figures of one run that chapter 4 uses, flat: ``run_mean_us``,
+    ``voluntary_per_cpu_s``, ``load`` (of the build), ``ns_one_writer`` and
+    ``ns_two_writers`` (set+clear on one shared word) and ``handoff_ns``
+    (first CPU pair); None where the run has no such figure.
+
+    >>> run_figures({"run_mean_us": 9.0, "voluntary_per_cpu_s": 2.0, "load": 0.5},
+    ...             {"flips": [{"threads": 1, "ns_per_flip_shared": 4.0}], "handoff": []})
+    {'run_mean_us': 9.0, 'voluntary_per_cpu_s': 2.0, 'load': 0.5, 'ns_one_writer': 4.0, 'ns_two_writers': None, 'handoff_ns': None}
+    """
+    flips = {row["threads"]: row["ns_per_flip_shared"] for row in bits.get("flips", [])}
+    hand = bits.get("handoff") or []
+    return {"run_mean_us": rate.get("run_mean_us"),
+            "voluntary_per_cpu_s": rate.get("voluntary_per_cpu_s"),
+            "load": rate.get("load"),
+            "ns_one_writer": flips.get(1), "ns_two_writers": flips.get(2),
+            "handoff_ns": hand[0]["ns"] if hand else None}
+
+
+def summarise(repeats: list[dict]) -> dict:
+    """Per figure of :func:`run_figures`: ``{"median", "low", "high", "n"}``
+    over the runs that have it (figures no run has are left out).
+
+    >>> s = summarise([{"figures": {"load": x}} for x in (0.5, 0.9, 0.7)])
+    >>> s["load"]
+    {'median': 0.7, 'low': 0.5, 'high': 0.9, 'n': 3}
+    """
+    out = {}
+    names = [k for r in repeats for k in r["figures"]]
+    for name in dict.fromkeys(names):
+        xs = [r["figures"][name] for r in repeats if r["figures"].get(name) is not None]
+        if xs:
+            out[name] = {"median": statistics.median(xs), "low": min(xs), "high": max(xs),
+                         "n": len(xs)}
+    return out
+
+
+def run_idle_inputs(quick: bool = False, runs: int = DEFAULT_RUNS) -> dict:
+    """Both measurements, ``runs`` times, as one dict (what ``collect
+    --bench`` stores under ``idle_inputs``): ``{"kind", "numalab", "time",
+    "idle_rate", "bitops", "loadavg", "runs", "repeats", "summary"}``.
+    ``idle_rate``/``bitops`` are the first run's full records; ``repeats``
+    holds each run's :func:`run_figures` with the one-minute load average
+    before and after it; ``summary`` is :func:`summarise` of them. Raises
+    NumalabError where a measurement cannot run at all."""
+    from ..validate import integer
+    runs = integer("runs", runs, 1, 100)
     t0 = time.time()
-    rate = run_idle_rate(quick=quick)
-    bits = run_bitops(quick=quick)
+    first = None
+    repeats = []
+    for i in range(runs):
+        before = round(os.getloadavg()[0], 2)
+        rate = run_idle_rate(quick=quick)
+        bits = run_bitops(quick=quick)
+        first = first or (rate, bits)
+        repeats.append({"run": i, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "loadavg_before": before, "loadavg_after": round(os.getloadavg()[0], 2),
+                        "figures": run_figures(rate, bits)})
     return {"kind": "idle-inputs", "numalab": __version__,
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "idle_rate": rate, "bitops": bits,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+            "idle_rate": first[0], "bitops": first[1],
             "seconds": round(time.time() - t0, 2),
-            "loadavg": [round(x, 2) for x in os.getloadavg()]}
+            "loadavg": [round(x, 2) for x in os.getloadavg()],
+            "runs": runs, "repeats": repeats, "summary": summarise(repeats)}
 
 
 def idle_inputs_of(topo) -> dict | None:

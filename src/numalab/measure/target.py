@@ -9,11 +9,14 @@ __all__ = ["render"]
 
 def _arguments(p) -> None:
     p.add_argument("--quick", action="store_true", help="a smaller build and fewer iterations")
+    p.add_argument("--runs", type=int, default=None,
+                   help="how many times to repeat both measurements (default 5; the "
+                        "median and range are reported)")
 
 
 def _run(args) -> dict:
-    from . import run_idle_inputs
-    return run_idle_inputs(quick=args.quick)
+    from . import DEFAULT_RUNS, run_idle_inputs
+    return run_idle_inputs(quick=args.quick, runs=args.runs or DEFAULT_RUNS)
 
 
 def render(result: dict) -> str:
@@ -40,6 +43,12 @@ def render(result: dict) -> str:
         lines.append(f"hand-off CPU {h['cpu_a']} -> {h['cpu_b']}: {h['ns']:g} ns")
     for c in b.get("cannot", []):
         lines.append(f"not measurable here: {c}")
+    summary = result.get("summary") or {}
+    if summary:
+        lines.append(f"over {result.get('runs')} runs (median, range; load average "
+                     f"{', '.join(str(r['loadavg_before']) for r in result.get('repeats', []))}):")
+        for name, v in summary.items():
+            lines.append(f"  {name}: {v['median']:g} ({v['low']:g} to {v['high']:g})")
     return "\n".join(lines)
 
 

@@ -1,42 +1,63 @@
 """sched_ext's built-in idle CPU selection, ported with its cache traffic counted.
 
-Port of ``kernel/sched/ext_idle.c`` from torvalds/linux at commit
-``0022b328504d1055be57eecf9e02c00e2ddcb0a2`` (a tree after v6.19: it has the
-per-node idle cpumasks of the series "sched_ext: per-NUMA-node idle cpumasks"
-v8, the ``cpus_allowed`` argument of ``scx_select_cpu_dfl()`` and the
-reinstated ``scx_selcpu_topo_numa`` step for flat masks). The node walk
-follows ``for_each_node_numadist()`` of ``include/linux/topology.h`` and
+Port of ``kernel/sched/ext/idle.c`` of Linux 7.2 (read from Debian's
+``linux-source-7.2`` 7.2.13-1; in 7.2 sched_ext lives in ``kernel/sched/ext/``;
+earlier releases had this code in ``kernel/sched/ext_idle.c``, and 6.12 in
+``kernel/sched/ext.c``), with the per-node
+idle cpumasks of the series "sched_ext: split global idle cpumask into
+per-NUMA cpumasks" as merged (v11, 12 Feb 2025), and of the idle class's
+hooks that call it, ``put_prev_task_idle()``, ``set_next_task_idle()`` and
+``pick_task_idle()`` (``kernel/sched/idle.c``:483-508). Line numbers below are
+7.2's ``kernel/sched/ext/idle.c``. The node walk follows
+``for_each_node_numadist()`` of ``include/linux/topology.h`` and
 ``nearest_node_nodemask()`` of ``mm/mempolicy.c``;
 ``cpumask_any_and_distribute()`` follows ``lib/cpumask.c`` (per-CPU
 round robin through ``distribute_cpu_mask_prev``).
 
 What the port keeps, with the kernel's names and order:
 
-* :func:`scx_idle_test_and_clear_cpu` -- claim a CPU; with SMT also drop its
+* :func:`scx_idle_test_and_clear_cpu` (idle.c:79) -- claim a CPU; with SMT also drop its
   core from the idle-core ("smt") mask, reading first
   (``cpumask_intersects()`` / ``cpumask_test_cpu()``) so that a core that is
   already out of the mask costs no store;
 * :func:`pick_idle_cpu_in_node`, :func:`pick_idle_cpu_from_online_nodes`,
   :func:`scx_pick_idle_cpu` with ``SCX_PICK_IDLE_CORE`` and
   ``SCX_PICK_IDLE_IN_NODE``;
-* :func:`scx_select_cpu_dfl` -- the default ``ops.select_cpu()`` policy;
-* :func:`__scx_update_idle` / :func:`update_builtin_idle` -- a CPU entering
-  or leaving idle; with per-node masks only its own node's masks change;
+* :func:`scx_select_cpu_dfl` (idle.c:457) -- the default ``ops.select_cpu()``
+  policy (what ``scx_bpf_select_cpu_dfl()``, idle.c:1040, runs for
+  ``scx_simple``);
+* :func:`__scx_update_idle` (idle.c:751) / :func:`update_builtin_idle`
+  (idle.c:710) -- a CPU entering or leaving idle, and the idle->idle refresh;
+  with per-node masks only its own node's masks change;
+* :func:`put_prev_task_idle`, :func:`set_next_task_idle`,
+  :func:`pick_task_idle` -- ``kernel/sched/idle.c``'s callers, which decide
+  ``do_notify`` and whether the idle task is ``rq->curr``
+  (``IdleMasks.curr_idle``);
 * :func:`reset_idle_masks`, :func:`scx_idle_update_selcpu_topology`.
 
 Both modes: one global pair of masks (``NUMA_NO_NODE``) or one pair per node
 (``SCX_OPS_BUILTIN_IDLE_PER_NODE``).
 
-The ``SCX_WAKE_SYNC`` (wake-affine) branch of ``scx_select_cpu_dfl()`` is
-ported in the kernel's place (before the SMT steps): ``prev_cpu`` when it
-shares the waker's LLC and can be claimed, else the waker's own CPU -- a CPU
-that is *not* claimed, so no idle-mask write -- when the waker's local DSQ is
-empty (``IdleMasks.local_dsq_nr``, kept by the caller) and the waker's idle
-mask is not empty. Simplified, and said so: per-task affinity is an optional ``cpus_allowed`` mask (default:
-every possible CPU, i.e. ``task_affinity_all()``); ``sd_llc`` is the
-topology's ``llc_cpus`` and the ``sd_numa`` group is the CPU's node;
-``ops.update_idle()`` is never called (the built-in tracking is always on);
-there are no races: each call runs to completion before the next.
+The ``SCX_WAKE_SYNC`` (wake-affine) branch of ``scx_select_cpu_dfl()``
+(idle.c:525-561) is ported in the kernel's place (before the SMT steps):
+``prev_cpu`` when it shares the waker's LLC and can be claimed, else the
+waker's own CPU when the waker's local DSQ is empty
+(``IdleMasks.local_dsq_nr``, kept by the caller) and the waker's idle mask is
+not empty -- and 7.2 *claims* that CPU first
+(``scx_idle_test_and_clear_cpu(cpu)``, idle.c:558), a locked RMW on the
+waker's idle mask whatever its bit. The idle->idle refresh: when an idle CPU
+reschedules and picks the idle task again, ``pick_task_idle()`` calls
+``scx_update_idle(rq, true, false)`` and, ``rq->curr`` being the idle task,
+the masks are written again (``assign_cpu()`` sets the bit, the core is
+re-added to ``smt``) -- :func:`idle_to_idle`.
+
+Simplified, and said so: per-task affinity is an optional ``cpus_allowed``
+mask (default: every possible CPU, i.e. ``task_affinity_all()``); ``sd_llc``
+is the topology's ``llc_cpus`` and the ``sd_numa`` group is the CPU's node;
+``ops.update_idle()`` is never called (the built-in tracking is always on,
+as with ``scx_simple``); the waker's ``PF_EXITING`` is ``IdleMasks.waker_exiting``
+(False unless the caller says so: an exiting child waking its parent sets
+it); there are no races: each call runs to completion before the next.
 
 What this module adds: the idle masks are an explicit state
 (:class:`IdleMasks`) that counts every access the way the hardware would see
@@ -60,7 +81,7 @@ freelists make it a matter of luck). ``"own-line"`` gives each mask its own
 line(s); ``"shared-line"`` puts both masks of a pair in the same line(s)
 when two of them fit in one (``nr_cpu_ids`` <= 256).
 
-Not the kernel, and said so: ``IdleMasks(guard_exit=True)`` read-guards the
+The book's idea, not kernel code: ``IdleMasks(guard_exit=True)`` read-guards the
 two writes :func:`update_builtin_idle` makes when a CPU leaves idle (the
 ``assign_cpu()`` clear and the ``cpumask_andnot()`` of the core), the way
 :func:`scx_idle_test_and_clear_cpu` already guards its ``smt`` writes: a
@@ -74,6 +95,7 @@ benign race the kernel comment already accepts for it.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right as _bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 
@@ -90,6 +112,8 @@ __all__ = [
     "pick_idle_cpu_in_node", "pick_idle_cpu_from_online_nodes", "scx_pick_idle_cpu",
     "scx_select_cpu_dfl", "update_builtin_idle", "__scx_update_idle", "scx_update_idle",
     "reset_idle_masks", "scx_idle_update_selcpu_topology",
+    "put_prev_task_idle", "set_next_task_idle", "pick_task_idle",
+    "task_to_idle", "idle_to_task", "idle_to_idle", "replay", "ReplayError", "landing",
     "for_each_node_numadist", "node_visit_order",
     "numadist_walk_lookups", "validate_node",
 ]
@@ -223,18 +247,14 @@ class _Line:
         current event time: no request can come earlier) are forgotten.
         """
         starts, ends = self.starts, self.ends
-        k = 0
-        while k < len(ends) and ends[k] <= floor:
-            k += 1
-        if k:
+        # slots do not overlap and have a length, so ``ends`` is sorted too
+        if ends and ends[0] <= floor:
+            k = _bisect_right(ends, floor)
             del starts[:k], ends[:k]
         t = at
-        i = 0
+        i = _bisect_right(ends, t) if ends else 0
         n = len(starts)
         while i < n:
-            if ends[i] <= t:
-                i += 1
-                continue
             if starts[i] >= t + cost:
                 break
             t = ends[i]
@@ -248,7 +268,7 @@ class IdleCpumask:
     """One idle cpumask (``struct cpumask``) whose every access is accounted.
 
     ``bits`` is the mask (bit i = CPU i). The methods are the kernel's
-    cpumask operations that ext_idle.c applies to idle masks; each one charges
+    cpumask operations that ext/idle.c applies to idle masks; each one charges
     the words and lines it touches to the owning :class:`IdleMasks`.
     """
 
@@ -269,25 +289,47 @@ class IdleCpumask:
             return
         o = self.owner
         n = last_word - first_word + 1
-        o.stats.words_read += n
-        o.stats.word_ns += n * o.cost.word_ns
-        o.now += n * o.cost.word_ns
-        for li in range(first_word >> 3, (last_word >> 3) + 1):
-            o._access(self.lines[li], write=False)
+        st = o.stats
+        st.words_read += n
+        w = n * o.cost.word_ns
+        st.word_ns += w
+        o.now += w
+        lo, hi = first_word >> 3, last_word >> 3
+        if lo == hi:                    # the common case: one line
+            o._access(self.lines[lo], False)
+            return
+        for li in range(lo, hi + 1):
+            o._access(self.lines[li], False)
 
     def _write_words(self, first_word: int, last_word: int) -> None:
         o = self.owner
-        for li in range(first_word >> 3, (last_word >> 3) + 1):
-            o._access(self.lines[li], write=True)
+        lo, hi = first_word >> 3, last_word >> 3
+        if lo == hi:
+            o._access(self.lines[lo], True)
+            return
+        for li in range(lo, hi + 1):
+            o._access(self.lines[li], True)
+
+    def _site(self, op: str, write: bool) -> None:
+        """Count one cpumask operation at the current kernel function
+        (``IdleMasks.fn``) when ``IdleMasks.sites`` is on (replay)."""
+        key = (self.owner.fn, op, self.name.rsplit(".", 1)[-1])
+        d = self.owner.sites
+        r = d.setdefault(key, [0, 0])
+        r[1 if write else 0] += 1
 
     def test_cpu(self, cpu: int) -> bool:
         """``cpumask_test_cpu()``: reads one word."""
+        if self.owner.sites is not None:
+            self._site("cpumask_test_cpu", False)
         w = cpu >> 6
         self._read_words(w, w)
         return bool(self.bits >> cpu & 1)
 
     def empty(self) -> bool:
         """``cpumask_empty()``: reads words until a set one."""
+        if self.owner.sites is not None:
+            self._site("cpumask_empty", False)
         last = self.owner.nwords - 1
         if self.bits:
             last = ((self.bits & -self.bits).bit_length() - 1) >> 6
@@ -296,6 +338,8 @@ class IdleCpumask:
 
     def intersects(self, other: int) -> bool:
         """``cpumask_intersects(other, self)``: reads words until one intersects."""
+        if self.owner.sites is not None:
+            self._site("cpumask_intersects", False)
         both = self.bits & other
         last = ((both & -both).bit_length() - 1) >> 6 if both else self.owner.nwords - 1
         self._read_words(0, last)
@@ -303,6 +347,8 @@ class IdleCpumask:
 
     def is_superset_of(self, other: int) -> bool:
         """``cpumask_subset(other, self)``: reads words until one is not covered."""
+        if self.owner.sites is not None:
+            self._site("cpumask_subset", False)
         missing = other & ~self.bits
         last = ((missing & -missing).bit_length() - 1) >> 6 if missing else self.owner.nwords - 1
         self._read_words(0, last)
@@ -317,6 +363,8 @@ class IdleCpumask:
         position to the hit, wrapping.
         """
         o = self.owner
+        if o.sites is not None:
+            self._site("cpumask_any_and_distribute", False)
         size = o.nr_cpu_ids
         prev = o.distribute_prev[o.this_cpu]
         offset = prev + 1
@@ -346,6 +394,8 @@ class IdleCpumask:
     def test_and_clear_cpu(self, cpu: int) -> bool:
         """``cpumask_test_and_clear_cpu()``: a locked RMW on one word (x86
         ``lock btr`` takes the line exclusively even when the bit is clear)."""
+        if self.owner.sites is not None:
+            self._site("cpumask_test_and_clear_cpu", True)
         w = cpu >> 6
         self._write_words(w, w)
         was = bool(self.bits >> cpu & 1)
@@ -354,12 +404,16 @@ class IdleCpumask:
 
     def clear_cpu_nonatomic(self, cpu: int) -> None:
         """``__cpumask_clear_cpu()``: a plain store to one word."""
+        if self.owner.sites is not None:
+            self._site("__cpumask_clear_cpu", True)
         w = cpu >> 6
         self._write_words(w, w)
         self.bits &= ~(1 << cpu)
 
     def assign_cpu(self, cpu: int, value: bool) -> None:
         """``assign_cpu()``: ``set_bit()`` / ``clear_bit()``, a locked RMW."""
+        if self.owner.sites is not None:
+            self._site("assign_cpu", True)
         w = cpu >> 6
         self._write_words(w, w)
         if value:
@@ -369,12 +423,16 @@ class IdleCpumask:
 
     def andnot(self, other: int) -> None:
         """``cpumask_andnot(self, self, other)``: reads and stores every word."""
+        if self.owner.sites is not None:
+            self._site("cpumask_andnot", True)
         self._read_words(0, self.owner.nwords - 1)
         self._write_words(0, self.owner.nwords - 1)
         self.bits &= ~other
 
     def or_(self, other: int) -> None:
         """``cpumask_or(self, self, other)``: reads and stores every word."""
+        if self.owner.sites is not None:
+            self._site("cpumask_or", True)
         self._read_words(0, self.owner.nwords - 1)
         self._write_words(0, self.owner.nwords - 1)
         self.bits |= other
@@ -389,7 +447,7 @@ class ScxIdleCpus:
 
 
 class IdleMasks:
-    """The state ext_idle.c keeps, plus the accounting.
+    """The state ext/idle.c keeps, plus the accounting.
 
     Inputs: a :class:`Topology`; ``per_node`` selects
     ``SCX_OPS_BUILTIN_IDLE_PER_NODE``; ``cost`` the :class:`CostModel`;
@@ -403,6 +461,10 @@ class IdleMasks:
     ``smt_active`` is ``sched_smt_active()``: some online CPU has an online
     sibling. ``local_dsq_nr[cpu]`` is the length of that CPU's local DSQ,
     which only the ``SCX_WAKE_SYNC`` branch reads; the caller keeps it.
+    ``curr_idle[cpu]`` is ``is_idle_task(rq->curr)``, kept by the
+    ``kernel/sched/idle.c`` hooks (:func:`task_to_idle`, :func:`idle_to_task`).
+    ``sites``: None, or a dict counting each cpumask operation by kernel
+    function, operation and mask (``replay()`` turns it on).
 
     The caller sets ``now`` (ns) and ``this_cpu`` (the CPU running the code)
     before each call; accesses advance ``now`` by their modelled cost. A
@@ -459,7 +521,23 @@ class IdleMasks:
         # sched_smt_active(): some online CPU has another online sibling
         self.smt_active = any(m & (m - 1) for c, m in enumerate(self.smt_mask)
                               if self.online >> c & 1)
+        # hoisted for _access(): each CPU's own node's CPUs, the nodes
+        self._own_node_bits = [self.node_mask.get(self.cpu_node[c], 0)
+                               for c in range(self.nr_cpu_ids)]
+        self._node_items = list(self.node_mask.items())
+        self._serialize = self.cost.serialize
         self.local_dsq_nr = [0] * self.nr_cpu_ids
+        # is_idle_task(rq->curr) per CPU: every online CPU starts idle, as
+        # reset_idle_masks() assumes
+        self.curr_idle = [bool(self.online >> c & 1) for c in range(self.nr_cpu_ids)]
+        # per-site operation counts, {(function, cpumask op, mask): [reads, writes]};
+        # None (the default) counts nothing, replay() turns it on
+        self.sites: dict[tuple[str, str, str], list[int]] | None = None
+        self.fn = ""                # the kernel function running (for sites)
+        # claims: None, or a list of (cpu, claimed) per scx_idle_test_and_clear_cpu()
+        self.claims: list[tuple[int, bool]] | None = None
+        # current->flags & PF_EXITING of the waker (the WAKE_SYNC branch checks it)
+        self.waker_exiting = False
         self._lat = self._latency_table()
         self.now = 0.0
         self.floor = 0.0        # no future call starts before this time (ns)
@@ -503,64 +581,74 @@ class IdleMasks:
         self.stats.word_ns += n * self.cost.lookup_ns
 
     def _access(self, line: _Line, write: bool) -> None:
-        """Classify one line access by ``this_cpu``, time it, update the line."""
+        """Classify one line access by ``this_cpu``, time it, update the line.
+        (The hottest code of the simulation: attribute lookups are hoisted.)"""
         c = self.this_cpu
-        n = self.cpu_node[c]
+        cpu_node = self.cpu_node
+        n = cpu_node[c]
         bit = 1 << c
         st = self.stats
-        lat = self._lat
+        sharers = line.sharers
+        writer = line.writer
         if write:
             st.writes += 1
-            src = self.cpu_node[line.writer] if line.writer >= 0 else line.home
-            if line.writer >= 0 and src != n:
-                st.cross_node_writes += 1
-            others = line.sharers & ~bit
-            if (src == n and line.writer >= 0
-                    and others & ~self.node_mask.get(n, 0)):
-                st.remote_copy_invalidations += 1
-            if line.sharers == bit or (line.writer == c and not others):
-                st.write_hits += 1
-                cost = 0.0
+            if writer >= 0:
+                src = cpu_node[writer]
+                if src != n:
+                    st.cross_node_writes += 1
             else:
-                # Ownership: every other copy is invalidated; the slowest
-                # holder (or memory, if nobody holds it) sets the time.
-                cost = 0.0
-                remote = False
-                if others:
-                    for m, mk in self.node_mask.items():
-                        if others & mk:
-                            cost = max(cost, lat[n, m])
-                            remote |= m != n
-                else:
-                    cost = lat[n, src]
-                    remote = src != n
-                if remote:
-                    st.write_remote += 1
-                else:
-                    st.write_local += 1
+                src = line.home
+            others = sharers & ~bit
+            if src == n and writer >= 0 and others & ~self._own_node_bits[c]:
+                st.remote_copy_invalidations += 1
             line.sharers = bit
             line.writer = c
+            if sharers == bit or (writer == c and not others):
+                st.write_hits += 1
+                return                  # a hit costs nothing
+            # Ownership: every other copy is invalidated; the slowest
+            # holder (or memory, if nobody holds it) sets the time.
+            lat = self._lat
+            cost = 0.0
+            remote = False
+            if others:
+                for m, mk in self._node_items:
+                    if others & mk:
+                        x = lat[n, m]
+                        if x > cost:
+                            cost = x
+                        if m != n:
+                            remote = True
+            else:
+                cost = lat[n, src]
+                remote = src != n
+            if remote:
+                st.write_remote += 1
+            else:
+                st.write_local += 1
         else:
             st.line_reads += 1
-            if line.sharers & bit:
+            if sharers & bit:
                 st.read_hits += 1
                 return
-            if line.sharers & self.node_mask[n]:
+            lat = self._lat
+            if sharers & self._own_node_bits[c]:
                 cost = lat[n, n]
                 st.read_local += 1
             else:
-                src = self.cpu_node[line.writer] if line.writer >= 0 else line.home
+                src = cpu_node[writer] if writer >= 0 else line.home
                 cost = lat[n, src]
                 if src == n:
                     st.read_local += 1
                 else:
                     st.read_remote += 1
-            line.sharers |= bit
+            line.sharers = sharers | bit
         if cost:
-            start = self.now
-            if self.cost.serialize:
-                start = line.book(start, cost, self.floor)
-                st.wait_ns += start - self.now
+            now = self.now
+            start = now
+            if self._serialize:
+                start = line.book(now, cost, self.floor)
+                st.wait_ns += start - now
             self.now = start + cost
             line.busy_ns += cost
             st.transfer_ns += cost
@@ -654,7 +742,7 @@ def numadist_walk_lookups(nr_nodes: int, visited: int | None = None) -> int:
 
 
 # --------------------------------------------------------------------------
-# ext_idle.c
+# kernel/sched/ext/idle.c (7.2) and its callers in kernel/sched/idle.c
 # --------------------------------------------------------------------------
 
 def idle_cpumask(m: IdleMasks, node: int) -> ScxIdleCpus:
@@ -674,8 +762,10 @@ def scx_idle_test_and_clear_cpu(m: IdleMasks, cpu: int) -> bool:
 
     With SMT the core leaves the idle-core mask whether or not the claim
     succeeds; the mask is read first so that an already-clear core is not
-    stored to again.
+    stored to again (idle.c:79-110; the ``cpumask_intersects()`` guard is
+    already in 6.12's ``kernel/sched/ext.c``).
     """
+    m.fn = "scx_idle_test_and_clear_cpu"
     node = scx_cpu_node_if_enabled(m, cpu)
     idle_cpus = idle_cpumask(m, node).cpu
     if m.smt_active:
@@ -685,7 +775,10 @@ def scx_idle_test_and_clear_cpu(m: IdleMasks, cpu: int) -> bool:
             idle_smts.andnot(smt)
         elif idle_smts.test_cpu(cpu):
             idle_smts.clear_cpu_nonatomic(cpu)
-    return idle_cpus.test_and_clear_cpu(cpu)
+    ok = idle_cpus.test_and_clear_cpu(cpu)
+    if m.claims is not None:
+        m.claims.append((cpu, ok))
+    return ok
 
 
 def pick_idle_cpu_in_node(m: IdleMasks, cpus_allowed: int, node: int, flags: int) -> int:
@@ -695,11 +788,13 @@ def pick_idle_cpu_in_node(m: IdleMasks, cpus_allowed: int, node: int, flags: int
     ``SCX_PICK_IDLE_CORE``)."""
     while True:
         cpu = m.nr_cpu_ids
+        m.fn = "pick_idle_cpu_in_node"
         if m.smt_active:
             cpu = idle_cpumask(m, node).smt.any_and_distribute(cpus_allowed)
             if cpu >= m.nr_cpu_ids and flags & SCX_PICK_IDLE_CORE:
                 return -EBUSY
         if cpu >= m.nr_cpu_ids:
+            m.fn = "pick_idle_cpu_in_node"
             cpu = idle_cpumask(m, node).cpu.any_and_distribute(cpus_allowed)
             if cpu >= m.nr_cpu_ids:
                 return -EBUSY
@@ -764,9 +859,11 @@ def scx_select_cpu_dfl(m: IdleMasks, prev_cpu: int, wake_flags: int = 0,
     """The built-in ``ops.select_cpu()`` policy; returns a claimed idle CPU
     or ``-EBUSY``. Steps, in the kernel's order:
 
-    with ``SCX_WAKE_SYNC`` first: ``prev_cpu`` if it shares the waker's LLC
-    and is idle (claimed), else the waker's CPU, *not* claimed, when its
-    local DSQ is empty and its node's idle mask is not;
+    with ``SCX_WAKE_SYNC`` first (idle.c:525-561): ``prev_cpu`` if it shares
+    the waker's LLC and is idle (claimed), else the waker's CPU when its
+    local DSQ is empty and its node's idle mask is not -- claimed first
+    (``scx_idle_test_and_clear_cpu(cpu)``, idle.c:558: a store to the
+    waker's idle mask), returned whether or not the claim succeeds;
     with SMT: 1. ``prev_cpu`` if its whole core is idle; 2. a whole idle core
     in ``prev_cpu``'s LLC; 3. ... in its node (flat masks, when LLC != node);
     4. ... anywhere (per-node: ``prev_cpu``'s node, then the others by
@@ -794,15 +891,19 @@ def scx_select_cpu_dfl(m: IdleMasks, prev_cpu: int, wake_flags: int = 0,
                 and scx_idle_test_and_clear_cpu(m, prev_cpu)):
             return prev_cpu
         waker_node = scx_cpu_node_if_enabled(m, cpu)
-        # (current->flags & PF_EXITING is never set here)
-        if (m.local_dsq_nr[cpu] == 0
+        m.fn = "scx_select_cpu_dfl"
+        if (not m.waker_exiting and m.local_dsq_nr[cpu] == 0
                 and (not flags & SCX_PICK_IDLE_IN_NODE or waker_node == node)
                 and not idle_cpumask(m, waker_node).cpu.empty()):
             if allowed >> cpu & 1:
+                # 7.2 (idle.c:558) claims the waker's CPU; the result is not
+                # looked at: the waker's CPU is returned either way
+                scx_idle_test_and_clear_cpu(m, cpu)
                 m.stats.sync_waker_picks += 1
                 return cpu
 
     if m.smt_active:
+        m.fn = "scx_select_cpu_dfl"
         if (is_prev_allowed and idle_cpumask(m, node).smt.test_cpu(prev_cpu)
                 and scx_idle_test_and_clear_cpu(m, prev_cpu)):
             return prev_cpu
@@ -862,6 +963,7 @@ def update_builtin_idle(m: IdleMasks, cpu: int, idle: bool) -> None:
     False 2
     True 0
     """
+    m.fn = "update_builtin_idle"
     node = scx_cpu_node_if_enabled(m, cpu)
     idle_cpus = idle_cpumask(m, node).cpu
     if m.guard_exit and not idle:
@@ -887,20 +989,71 @@ def update_builtin_idle(m: IdleMasks, cpu: int, idle: bool) -> None:
 
 
 def __scx_update_idle(m: IdleMasks, cpu: int, idle: bool, do_notify: bool = True,
-                      prev_was_idle: bool = False) -> None:
-    """``__scx_update_idle(rq, idle, do_notify)`` for ``cpu``'s runqueue.
+                      prev_was_idle: bool | None = None) -> None:
+    """``__scx_update_idle(rq, idle, do_notify)`` for ``cpu``'s runqueue
+    (idle.c:751).
 
     The masks change on real transitions (``do_notify``) and on idle-to-idle
-    refreshes (``prev_was_idle``: the idle task was running). Run it with
-    ``m.this_cpu == cpu``: the kernel always runs it on the CPU itself.
+    refreshes: ``do_notify`` false while the idle task is ``rq->curr``
+    (``prev_was_idle``; None, the default, reads ``m.curr_idle[cpu]``). Run
+    it with ``m.this_cpu == cpu``: the kernel always runs it on the CPU itself.
     """
     if not 0 <= cpu < m.nr_cpu_ids:
         raise IdleError(f"CPU {cpu} is not a CPU of this machine")
+    if prev_was_idle is None:
+        prev_was_idle = m.curr_idle[cpu]
     if do_notify or prev_was_idle:
         update_builtin_idle(m, cpu, idle)
 
 
 scx_update_idle = __scx_update_idle   # importable without the leading underscores
+
+
+# kernel/sched/idle.c (7.2): the idle class's hooks that call scx_update_idle().
+# In __schedule() rq->curr is still the previous task while they run.
+
+def put_prev_task_idle(m: IdleMasks, cpu: int) -> None:
+    """The idle task is switched out (idle.c:483-488): ``scx_update_idle(rq,
+    false, true)`` -- the idle exit, a real transition."""
+    __scx_update_idle(m, cpu, False, True)
+
+
+def set_next_task_idle(m: IdleMasks, cpu: int) -> None:
+    """The idle task is switched in (idle.c:490-502): ``scx_update_idle(rq,
+    true, true)`` -- the idle entry, a real transition."""
+    __scx_update_idle(m, cpu, True, True)
+
+
+def pick_task_idle(m: IdleMasks, cpu: int) -> None:
+    """The idle class is picked (idle.c:504-508): ``scx_update_idle(rq, true,
+    false)``, which writes the masks only when the idle task was already
+    ``rq->curr`` (the idle->idle refresh)."""
+    __scx_update_idle(m, cpu, True, False)
+
+
+def task_to_idle(m: IdleMasks, cpu: int) -> None:
+    """``cpu``'s task blocks and nothing is queued: ``pick_task_idle()`` (a
+    task is still ``rq->curr``: no write), then ``set_next_task_idle()``
+    (the idle entry); the idle task becomes ``rq->curr``."""
+    pick_task_idle(m, cpu)
+    set_next_task_idle(m, cpu)
+    m.curr_idle[cpu] = True
+
+
+def idle_to_task(m: IdleMasks, cpu: int) -> None:
+    """An idle ``cpu`` starts a task: ``put_prev_task_idle()`` (the idle
+    exit); the task becomes ``rq->curr``."""
+    put_prev_task_idle(m, cpu)
+    m.curr_idle[cpu] = False
+
+
+def idle_to_idle(m: IdleMasks, cpu: int) -> None:
+    """An idle ``cpu`` reschedules (a kick, a claim whose task went
+    elsewhere) and finds nothing to run: ``pick_task_idle()`` with the idle
+    task as ``rq->curr`` refreshes the masks (``update_builtin_idle(cpu,
+    true)``: ``assign_cpu()`` stores the bit again); ``put_prev_set_next_task()``
+    returns early (``next == prev``), so no other hook runs."""
+    pick_task_idle(m, cpu)
 
 
 def reset_idle_masks(m: IdleMasks) -> None:
@@ -932,3 +1085,172 @@ def validate_node(m: IdleMasks, node: int) -> int:
     if not m.possible_nodemask >> node & 1:
         return -22
     return node
+
+
+# --------------------------------------------------------------------------
+# Replay: a recorded sequence of idle transitions and wakeups through the port
+# --------------------------------------------------------------------------
+
+class ReplayError(IdleError):
+    """A recorded event the replay cannot run (unknown op, missing field)."""
+
+
+_REPLAY_OPS = ("enter", "exit", "refresh", "select")
+
+
+def _core_of(m: IdleMasks, cpu: int) -> int:
+    """A core's id: its lowest (online) thread."""
+    sib = m.smt_mask[cpu]
+    return (sib & -sib).bit_length() - 1
+
+
+def landing(m: IdleMasks, prev_cpu: int, waker: int, cpu: int) -> str:
+    """Where a wakee landed, by place rather than CPU id: ``"-EBUSY"``,
+    ``"prev_cpu"``, ``"prev core"`` (an SMT sibling of prev_cpu),
+    ``"waker cpu"``, ``"prev node"`` (another core of prev_cpu's node) or
+    ``"other node"``.
+
+    >>> from numalab.topology.synthetic import from_synthetic
+    >>> m = IdleMasks(from_synthetic("numa:2 core:2 pu:2"))
+    >>> [landing(m, 0, 7, c) for c in (-16, 0, 1, 7, 2, 4)]
+    ['-EBUSY', 'prev_cpu', 'prev core', 'waker cpu', 'prev node', 'other node']
+    """
+    if cpu < 0:
+        return "-EBUSY"
+    if cpu == prev_cpu:
+        return "prev_cpu"
+    if _core_of(m, cpu) == _core_of(m, prev_cpu):
+        return "prev core"
+    if cpu == waker:
+        return "waker cpu"
+    if m.cpu_node[cpu] == m.cpu_node[prev_cpu]:
+        return "prev node"
+    return "other node"
+
+
+def _load_masks(m: IdleMasks, masks: dict) -> None:
+    """Set the idle masks to a recorded state (no accounting): ``{node: (cpu,
+    smt)}``, node -1 the global pair; a mode's masks missing from the record
+    are left as they are."""
+    for node, (cpu_bits, smt_bits) in masks.items():
+        node = int(node)
+        if node == NUMA_NO_NODE:
+            pair = m.global_masks
+        elif node in m.node_masks:
+            pair = m.node_masks[node]
+        else:
+            raise ReplayError(f"recorded masks name node {node}, which {m.topo.name} lacks")
+        pair.cpu.bits, pair.smt.bits = int(cpu_bits), int(smt_bits)
+
+
+def replay(topo: Topology, events, per_node: bool = False, busy: Sequence[int] = (),
+           cost: CostModel | None = None, layout: str = "own-line") -> dict:
+    """Run a recorded sequence through the 7.2 port and count what it does.
+
+    Inputs: the machine (a :class:`Topology`); ``per_node``
+    (``SCX_OPS_BUILTIN_IDLE_PER_NODE``); ``busy``: CPUs running a task when
+    the record starts (every other online CPU idle, as after
+    ``reset_idle_masks()``); ``events``: dicts in time order, each with
+    ``op`` and:
+
+    * ``"enter"``, ``cpu``: the CPU's task blocks, it goes idle
+      (:func:`task_to_idle`);
+    * ``"exit"``, ``cpu``: an idle CPU starts a task (:func:`idle_to_task`);
+    * ``"refresh"``, ``cpu``: an idle CPU reschedules into idle again
+      (:func:`idle_to_idle`);
+    * ``"select"``, ``prev_cpu``, ``waker`` (the CPU running
+      ``select_cpu``), optional ``wake_flags`` (e.g. ``SCX_WAKE_SYNC``),
+      ``flags`` (``SCX_PICK_IDLE_*``), ``local_dsq_nr`` (the waker's local
+      DSQ length, default 0) or ``dsq_nr`` (every CPU's), ``allowed`` (the
+      task's CPU mask; None: every CPU), ``exiting`` (the waker's
+      ``PF_EXITING``), ``masks`` (``{node or -1: (cpu bits, smt bits)}``: the
+      real kernel's idle masks at entry, loaded into the port before the call
+      so that each select is checked from the kernel's own state) and ``pick``
+      (the CPU the real kernel chose, or a negative errno):
+      :func:`scx_select_cpu_dfl`.
+
+    A select does not change which task runs where: the record's own
+    ``exit``/``enter`` events do. Output: a dict with ``sites`` (``{"function
+    / cpumask op / mask": {"reads": n, "writes": n}}``, each cpumask operation
+    counted once), ``selects``, ``transitions`` (by op), ``writes``,
+    ``line_writes`` and ``cross_node_writes`` (cache lines, from
+    :class:`Stats`), ``writes_per_select`` (operations that store, over
+    selects), ``picks`` (the port's, in order), ``claims`` (per select, the
+    port's ``(cpu, claimed)`` tries), ``landed`` (counts of
+    :func:`landing`), ``cross_node_picks``, ``mismatches`` (selects whose
+    recorded ``pick`` differs from the port's: index, recorded, port) and
+    ``recorded_picks`` (how many selects carried a recorded pick).
+
+    >>> from numalab.topology.synthetic import from_synthetic
+    >>> t = from_synthetic("numa:2 core:2 pu:2")
+    >>> r = replay(t, [{"op": "select", "prev_cpu": 0, "waker": 5, "pick": 0},
+    ...                {"op": "exit", "cpu": 0}, {"op": "enter", "cpu": 0}])
+    >>> r["picks"], r["mismatches"], r["transitions"]
+    ([0], [], {'enter': 1, 'exit': 1, 'refresh': 0})
+    """
+    m = IdleMasks(topo, per_node=per_node, cost=cost, layout=layout)
+    for c in busy:
+        if not m.online >> c & 1:
+            raise ReplayError(f"busy CPU {c} is not an online CPU of {topo.name}")
+        m.this_cpu = c
+        idle_to_task(m, c)
+    m.reset_stats()
+    m.sites = {}
+    picks: list[int] = []
+    claims: list[list[tuple[int, bool]]] = []
+    landed: dict[str, int] = {}
+    mismatches: list[dict] = []
+    transitions = {"enter": 0, "exit": 0, "refresh": 0}
+    recorded = cross = 0
+    for i, ev in enumerate(events):
+        op = ev.get("op")
+        if op not in _REPLAY_OPS:
+            raise ReplayError(f"event {i}: op {op!r} is not one of {', '.join(_REPLAY_OPS)}")
+        try:
+            if op == "select":
+                prev, waker = int(ev["prev_cpu"]), int(ev["waker"])
+                m.this_cpu = waker
+                if ev.get("dsq_nr") is not None:
+                    for c, nr in enumerate(ev["dsq_nr"][:m.nr_cpu_ids]):
+                        m.local_dsq_nr[c] = int(nr)
+                else:
+                    m.local_dsq_nr[waker] = int(ev.get("local_dsq_nr", 0))
+                if ev.get("masks"):
+                    _load_masks(m, ev["masks"])
+                m.waker_exiting = bool(ev.get("exiting", False))
+                m.claims = []
+                allowed = ev.get("allowed")
+                cpu = scx_select_cpu_dfl(m, prev, int(ev.get("wake_flags", 0)),
+                                         None if allowed is None else int(allowed),
+                                         int(ev.get("flags", 0)))
+                claims.append(m.claims)
+                m.claims = None
+                picks.append(cpu)
+                where = landing(m, prev, waker, cpu)
+                landed[where] = landed.get(where, 0) + 1
+                cross += cpu >= 0 and m.cpu_node[cpu] != m.cpu_node[prev]
+                if "pick" in ev and ev["pick"] is not None:
+                    recorded += 1
+                    want = int(ev["pick"])
+                    if (want < 0) != (cpu < 0) or (want >= 0 and want != cpu):
+                        mismatches.append({"index": i, "recorded": want, "port": cpu})
+            else:
+                cpu = int(ev["cpu"])
+                if not 0 <= cpu < m.nr_cpu_ids:
+                    raise ReplayError(f"event {i}: CPU {cpu} is not a CPU of {topo.name}")
+                m.this_cpu = cpu
+                {"enter": task_to_idle, "exit": idle_to_task, "refresh": idle_to_idle}[op](m, cpu)
+                transitions[op] += 1
+        except KeyError as e:
+            raise ReplayError(f"event {i} ({op}) lacks the field {e.args[0]!r}") from None
+    sites = {f"{fn} / {op} / {mask}": {"reads": r, "writes": w}
+             for (fn, op, mask), (r, w) in sorted(m.sites.items())}
+    store_ops = sum(w for _, w in m.sites.values())
+    st = m.stats
+    return {"machine": topo.name, "per_node": bool(per_node), "sites": sites,
+            "selects": len(picks), "transitions": transitions,
+            "writes": store_ops, "line_writes": st.writes,
+            "cross_node_writes": st.cross_node_writes,
+            "writes_per_select": store_ops / len(picks) if picks else float("nan"),
+            "picks": picks, "claims": claims, "landed": landed, "cross_node_picks": int(cross),
+            "mismatches": mismatches, "recorded_picks": recorded}

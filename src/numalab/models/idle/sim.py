@@ -1,13 +1,15 @@
 """A parallel-build-like load on sched_ext's idle masks: flat versus per-node.
 
-The question of the series "sched_ext: per-NUMA-node idle cpumasks" (v8):
+The question of the series "sched_ext: split global idle cpumask into
+per-NUMA cpumasks" (v11, merged for 6.15):
 with one global idle cpumask, every CPU entering or leaving idle, and every
 wakeup that claims an idle CPU, writes the same few cache lines. On a large
 two-socket machine those lines bounce between sockets; with one mask per node
 they mostly stay on their node. The cover letter reports a parallel kernel
 build on a DGX B200 (224 threads, 2 nodes) going from 52.431 s to 50.342 s
-(about 4%) with ``scx_simple``, and no measurable change on a DGX-1 (40 cores,
-80 threads, 2 nodes).
+(about 4%) with ``scx_simple``; on a DGX-1 (40 cores, 2 nodes) v8 saw no
+measurable difference, v9 to v11 and the merged patch "a speedup of around
+1.5-3%".
 
 The model. ``P`` CPUs, ``tasks_per_cpu * P`` tasks (``make -j $(nproc)``).
 Each task alternates a *run* phase and a *sleep* phase, both exponential;
@@ -17,11 +19,14 @@ the sleep mean is chosen so that a task alone would be running a fraction
 * A task waking up is placed by :func:`~numalab.kernel.sched.ext_idle.scx_select_cpu_dfl`
   (``scx_simple``'s ``ops.select_cpu()``), called on a *waker* CPU: a random
   CPU of ``prev_cpu``'s node (with probability ``waker_local``, else any
-  CPU). A claimed CPU leaves idle (``__scx_update_idle(cpu, false)``, run on
-  that CPU) and starts the task. When no idle CPU is found the task joins one
+  CPU). A claimed CPU leaves idle (``put_prev_task_idle()``:
+  ``__scx_update_idle(cpu, false, true)``, run on that CPU) and starts the task. When no idle CPU is found the task joins one
   FIFO (``scx_simple``'s shared DSQ).
 * A CPU whose task goes to sleep takes the next task from the FIFO, or goes
-  idle (``__scx_update_idle(cpu, true)``).
+  idle (``set_next_task_idle()``: ``__scx_update_idle(cpu, true, true)``).
+  Nothing in the model reschedules an idle CPU without giving it a task, so
+  the idle->idle refresh of ``pick_task_idle()`` never runs here (a real
+  kernel's count of them comes from the lab).
 
 Every idle-mask access is classified and timed by
 :class:`~numalab.kernel.sched.ext_idle.IdleMasks` (hits, same-node transfers,
@@ -36,8 +41,8 @@ measured flat-mask time (``SimParams.build_before_s``).
 
 A wakeup is ``SCX_WAKE_SYNC`` with probability ``sync_frac`` (pipe wakeups
 in ``make`` are); the kernel's sync branch may then return the waker's own
-CPU without claiming anything, and the task waits in that CPU's local DSQ
-until the CPU's current run ends. At ``load`` 1.0 tasks never sleep: they
+CPU (7.2 claims it first: one more store to the waker's idle mask), and the
+task waits in that CPU's local DSQ until the CPU's current run ends. At ``load`` 1.0 tasks never sleep: they
 run back to back on their CPU, with no idle transition and no wakeup.
 
 Two gain definitions (:func:`compare`): ``gain_pct`` =
@@ -68,9 +73,13 @@ line (no prefetch, no store buffer hiding a store's latency).
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import os
+import pickle
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,10 +94,11 @@ from ...kernel.sched.ext_idle import (
     CostModel,
     IdleMasks,
     Stats,
-    __scx_update_idle as _update_idle,
+    idle_to_task,
     node_visit_order,
     numadist_walk_lookups,
     scx_select_cpu_dfl,
+    task_to_idle,
 )
 from ...topology.model import Topology
 from ...validate import budget, integer, number, one_of
@@ -98,7 +108,16 @@ __all__ = ["SimParams", "SimResult", "simulate", "compare", "sensitivity",
            "dgx_b200", "dgx1", "machine", "node_walk_table", "latency_from_bench",
            "SEED_BEFORE_S", "SEED_AFTER_S", "SimParamError", "wakeups_bound", "MAX_WAKEUPS",
            "SATURATED_BUSY", "is_saturated", "seed_spread", "sched_ext_capable",
-           "ASSUMED_RANGES", "param_table", "wakeups_per_cpu_s"]
+           "ASSUMED_RANGES", "param_table", "wakeups_per_cpu_s", "published_check",
+           "enable_cache", "FITTED_RUN_MEAN_US", "over_seeds", "seed_sensitivity"]
+
+FITTED_RUN_MEAN_US = 49.0
+"""The default ``run_mean_us``: *fitted*, not measured. It was chosen (by
+hand, in the book's first builds) so that the (1+f) gain on the DGX B200
+comes out near the cover letter's 4 %; ``tests/test_idle_sim.py`` checks the
+fit still holds. By throughput, the definition the chapter's headline uses,
+the same rate gives about half of that, and the measured rate of a real
+build is far lower (chapter 4 prints both)."""
 
 SEED_BEFORE_S = _published.idle_b200()["before"]["mean"]  # make -j, DGX B200, flat idle mask
 SEED_AFTER_S = _published.idle_b200()["after"]["mean"]    # ... with per-node idle masks
@@ -162,7 +181,7 @@ class SimParams:
 
     load: float = 0.85
     tasks_per_cpu: float = 1.0
-    run_mean_us: float = 49.0
+    run_mean_us: float = FITTED_RUN_MEAN_US
     waker_local: float = 1.0
     sync_frac: float = 0.0
     duration_ms: float = 10.0
@@ -489,14 +508,15 @@ def latency_from_bench(topo: Topology) -> list[list[float]] | None:
 # --------------------------------------------------------------------------
 
 class _Stream:
-    """Pre-drawn random numbers for one task, refilled in blocks, so that two
+    """Pre-drawn random numbers for one task, refilled in blocks (of 16: a short
+    run uses few, and drawing is a fixed cost per block), so that two
     runs (flat and per-node) give task i the same run/sleep/waker sequence
     (common random numbers: the difference between modes is not noise)."""
 
     __slots__ = ("rng", "run", "sleep", "u", "i", "block", "run_mean", "sleep_mean")
 
     def __init__(self, seq: np.random.SeedSequence, run_mean: float, sleep_mean: float,
-                 block: int = 256):
+                 block: int = 16):
         self.rng = np.random.default_rng(seq)
         self.block = block
         self.run_mean, self.sleep_mean = run_mean, sleep_mean
@@ -555,6 +575,97 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
         for i, row in enumerate(latency_ns):
             for j, x in enumerate(row):
                 number(f"latency_ns[{i}][{j}]", x, 0, MAX_COST_NS, error=SimParamError)
+    if _MEMO is not None:
+        key = _cache_key(topo, p, seed, latency_ns)
+        hit = _cache_get(key)
+        if hit is not None:
+            return hit
+        res = _simulate(topo, p, seed, latency_ns)
+        _cache_put(key, res)
+        return res
+    return _simulate(topo, p, seed, latency_ns)
+
+
+# -- a cache of deterministic results (same inputs, same numbers) -------------
+
+_MEMO: dict[str, SimResult] | None = None      # None: no caching (the default)
+_CACHE_DIR: Path | None = None
+
+
+def enable_cache(folder: str | os.PathLike | None = None, disk: bool = True) -> Path | None:
+    """Remember :func:`simulate`'s results: in this process and, with
+    ``disk``, as pickles under ``folder`` (default: the checkout's
+    ``.numalab-cache/idle-sim``). A result is keyed on the topology, the
+    parameters, the seed, the latency matrix and the source of the model
+    and the port, so a changed model never reuses an old result. Returns
+    the folder (None: memory only)."""
+    global _MEMO, _CACHE_DIR
+    _MEMO = {} if _MEMO is None else _MEMO
+    _CACHE_DIR = None
+    if disk:
+        if folder is None:
+            try:
+                from ...datasets import repo_root
+                folder = repo_root() / ".numalab-cache" / "idle-sim"
+            except Exception:      # not in a checkout: memory only
+                folder = None
+        if folder is not None:
+            _CACHE_DIR = Path(folder)
+            _CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    return _CACHE_DIR
+
+
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    pkg = Path(__file__).resolve().parents[2]
+    for f in (Path(__file__), pkg / "kernel" / "sched" / "ext_idle.py",
+              pkg / "kernel" / "sched" / "topology.py", pkg / "cpumask.py"):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _cache_key(topo: Topology, p: SimParams, seed: int, latency_ns) -> str:
+    cpus = [(c, i.node, i.thread_siblings, i.llc_cpus) for c, i in sorted(topo.cpus.items())]
+    nodes = sorted(topo.node_ids)
+    dist = [[topo.distance(a, b) for b in nodes] for a in nodes] if topo.nodes else None
+    key = repr((_SOURCE, topo.name, topo.arch, topo.nr_cpu_ids, topo.online, topo.possible,
+                cpus, nodes, dist, sorted(asdict(p).items()), seed, latency_ns))
+    return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def _cache_get(key: str) -> SimResult | None:
+    hit = _MEMO.get(key)
+    if hit is None and _CACHE_DIR is not None:
+        f = _CACHE_DIR / f"{key}.pickle"
+        if f.is_file():
+            try:
+                with f.open("rb") as fh:
+                    hit = pickle.load(fh)
+            except Exception:      # a damaged entry is only a miss
+                hit = None
+            if isinstance(hit, SimResult):
+                _MEMO[key] = hit
+            else:
+                hit = None
+    return hit
+
+
+def _cache_put(key: str, res: SimResult) -> None:
+    _MEMO[key] = res
+    if _CACHE_DIR is not None:
+        f = _CACHE_DIR / f"{key}.pickle"
+        tmp = f.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(res, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, f)
+
+
+_SOURCE = _source_digest()
+
+
+def _simulate(topo: Topology, p: SimParams, seed: int,
+              latency_ns: list[list[float]] | None) -> SimResult:
+    """:func:`simulate` after its checks, without the cache."""
     m = IdleMasks(topo, per_node=p.per_node, cost=p.cost_model(latency_ns),
                   node_order=p.node_order, layout=p.mask_layout, guard_exit=p.guard_exit)
     online = [c for c in sorted(topo.cpus) if m.online >> c & 1]
@@ -649,7 +760,7 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
             if measuring and cpu_node[cpu] != cpu_node[prev]:
                 res.picks_outside_node += 1
             m.this_cpu, m.stats = cpu, upd_stats
-            _update_idle(m, cpu, False)
+            idle_to_task(m, cpu)
             start = m.now
             if measuring:
                 res.idle_exit += 1
@@ -686,7 +797,7 @@ def simulate(topo: Topology, params: SimParams | None = None, seed: int = 0,
                 continue
             cpu_task[cpu] = -1
             m.this_cpu, m.now, m.floor, m.stats = cpu, t, t, upd_stats
-            _update_idle(m, cpu, True)
+            task_to_idle(m, cpu)
             if measuring:
                 res.idle_enter += 1
                 res.overhead_ns += m.now - t
@@ -796,6 +907,51 @@ def sensitivity(machines: dict[str, Topology] | None = None, params: SimParams |
     return pd.DataFrame(rows)
 
 
+def over_seeds(topo: Topology, params: SimParams | None = None, seeds=range(5),
+               latency_ns: list[list[float]] | None = None) -> dict[str, Any]:
+    """:func:`compare` on every seed (at least 5): ``runs`` (seed ->
+    compare dict), the unsaturated seeds' gains by throughput (``thr``) and
+    by (1+f) (``onef``) as lists, ``saturated`` (how many seeds saturated),
+    ``n`` (seeds), and ``median`` / ``low`` / ``high`` of ``thr`` (nan when
+    every seed saturated), and ``busy_flat`` (the busiest flat line's
+    utilisation, per seed)."""
+    import statistics
+    seeds = list(seeds)
+    if len(seeds) < 5:
+        raise SimParamError(f"a seed spread needs at least 5 seeds, not {len(seeds)}")
+    runs = {sd: compare(topo, params, sd, latency_ns) for sd in seeds}
+    thr = [c["gain_thr_pct"] for c in runs.values() if not c["saturated"]]
+    onef = [c["gain_pct"] for c in runs.values() if not c["saturated"]]
+    nan = float("nan")
+    return {"runs": runs, "thr": thr, "onef": onef, "n": len(seeds),
+            "saturated": sum(c["saturated"] for c in runs.values()),
+            "median": statistics.median(thr) if thr else nan,
+            "low": min(thr) if thr else nan, "high": max(thr) if thr else nan,
+            "onef_median": statistics.median(onef) if onef else nan,
+            "busy_flat": [c["busy_flat"] for c in runs.values()]}
+
+
+def seed_sensitivity(machines: dict[str, Topology], params: SimParams,
+                     sweep: dict[str, list], seeds=range(5)):
+    """:func:`sensitivity` with every row run on every seed (:func:`over_seeds`):
+    a pandas DataFrame with machine, param, value, seeds, saturated (seeds
+    that saturated), gain median / low / high (by throughput, over the
+    unsaturated seeds; nan when all saturated) and the busiest flat line's
+    utilisation, lowest and highest over the seeds."""
+    import pandas as pd
+    rows = []
+    for label, topo in machines.items():
+        for name, values in sweep.items():
+            for v in values:
+                o = over_seeds(topo, replace(params, **{name: v}), seeds)
+                rows.append({"machine": label, "param": name, "value": v, "seeds": o["n"],
+                             "saturated": o["saturated"], "gain median %": o["median"],
+                             "gain low %": o["low"], "gain high %": o["high"],
+                             "busiest flat line low": min(o["busy_flat"]),
+                             "busiest flat line high": max(o["busy_flat"])})
+    return pd.DataFrame(rows)
+
+
 def node_walk_table(topo: Topology, max_nodes_visited: int | None = None):
     """Per node: the order the per-node search visits the other nodes, the
     ``node_distance()`` lookups of a complete ``for_each_node_numadist()``
@@ -882,3 +1038,17 @@ def wakeups_per_cpu_s(run_mean_us: float, load: float) -> float:
     17347
     """
     return 1e6 * load / run_mean_us
+
+
+def published_check(gain_pct: float, low_pct: float, high_pct: float) -> str:
+    """Where a predicted gain falls against a published range (percent):
+    ``"below"``, ``"within"``, ``"above"``, or ``"saturated"`` for a nan gain.
+
+    >>> [published_check(g, 1.5, 3.0) for g in (0.02, 2.0, 4.0, float("nan"))]
+    ['below', 'within', 'above', 'saturated']
+    """
+    if gain_pct != gain_pct:
+        return "saturated"
+    if gain_pct < low_pct:
+        return "below"
+    return "above" if gain_pct > high_pct else "within"
