@@ -118,3 +118,11 @@ def test_devmem_summary_is_the_posted_one():
 def test_headlines_are_the_posted_wording(pid, phrase):
     (value,) = P.table()["headlines"][pid].values()
     assert phrase.format(round(value * 100)) in text_of(pid)
+
+
+def test_devmem_patch_names_the_merged_posting():
+    """002's link is v1 (the stored text, with the figures); the merged
+    posting (v2, resent) is named by its own message id."""
+    p = P.patch("002")
+    assert "-v1-1-" in p["lore"] and p["lore"].startswith("https://lore.kernel.org/all/")
+    assert "-v2-1-" in p["merged_lore"] and "v2" in p["merged_subject"]
