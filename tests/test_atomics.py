@@ -176,3 +176,27 @@ def test_gap_constant_is_the_c_sources():
     import re
     m = re.search(r"#define GAP_NS ([\d.]+)", atomics._C_SOURCE)
     assert m and float(m.group(1)) == atomics.GAP_NS
+
+
+def test_load_gate_keeps_loaded_records_out():
+    """A record whose load average reached its CPU count is too loaded; an
+    unrecorded load is not taken as quiet; the stored loaded record is caught."""
+    from numalab.measure.atomics import load_gate
+    assert load_gate({"runs": [{"loadavg": [1.99]}]}, 2)["verdict"] == "quiet"
+    assert load_gate({"runs": [{"loadavg": [0.1], "loadavg_before": [2.0]}]}, 2)["verdict"] == \
+        "too loaded to show contention"
+    assert load_gate({"latency": {}, "refops": {}}, 2)["verdict"] == "load not recorded"
+    from numalab import datasets as ds
+    own = ds.load_datasets([p for p in ds.project_datasets() if "20261125" in p])
+    for t in own.values():
+        g = load_gate(t.meta["bench"], len(t.cpus))
+        assert g["verdict"] == "too loaded to show contention" and g["max_load"] > 5
+
+
+def test_dump_cpu_model_reads_the_dumps_cpuinfo(tmp_path):
+    from numalab.measure.atomics import dump_cpu_model
+    d = tmp_path / "m" / "proc"
+    d.mkdir(parents=True)
+    (d / "cpuinfo").write_text("vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n")
+    assert dump_cpu_model(str(tmp_path)) == "AMD EPYC"
+    assert dump_cpu_model(str(tmp_path / "none")) == ""

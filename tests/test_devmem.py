@@ -51,7 +51,7 @@ def test_reproduce_labels_what_the_fit_forces(cal):
     assert cap["seed"] == pytest.approx(sum(D.SEED_KPERF[("before", "tx")]["gbps"]) / 8)
     assert cap["seed"] != D.SEED_THROUGHPUT["before"][0]
     net = df.loc[("TX net CPU idle (%)", "before")]
-    assert net["role"] == "predicted" and net["comparison"] == "held-out test"
+    assert net["role"] == "predicted" and net["comparison"] == "same-run consistency check"
     assert df.loc[("throughput (GB/s)", "after"), "role"] == "assumed"
     assert "predicted" not in set(df[df["comparison"].str.startswith("fit quality")]["role"])
     assert set(df[df["comparison"].str.startswith("forced")]["role"]) == {"fitted"}
@@ -277,12 +277,20 @@ def test_kernel_facts_checker_finds_and_refuses():
                    F("d", "discarded_call", "x.c", "f", "g", 0)) is None
 
 
-@pytest.mark.skipif(not os.environ.get("NUMALAB_LINUX_7_2"),
-                    reason="set NUMALAB_LINUX_7_2 to an unpacked linux-source-7.2 tree")
 def test_kernel_facts_hold_in_the_7_2_tree():
-    tree = Path(os.environ["NUMALAB_LINUX_7_2"])
+    """Runs whenever a 7.2 tree is found: $NUMALAB_LINUX_7_2, the lab cache's
+    facts tree (python -m numalab.kernel.facts --unpack 7.2) or a lab build tree."""
+    tree = KF.find_tree("7.2")
+    if tree is None:
+        pytest.skip("no Linux 7.2 tree: set NUMALAB_LINUX_7_2 or run "
+                    "python -m numalab.kernel.facts --unpack 7.2")
     assert "PATCHLEVEL = 2" in (tree / "Makefile").read_text()
     assert KF.check_tree(tree) == []
+    # and the check can fail: a fact moved by one line is reported
+    moved = dict(KF.load())
+    f = moved["facts"]["unbind.kill"]
+    moved["facts"] = {"unbind.kill": KF.Fact(**{**f.__dict__, "line": f.line + 1})}
+    assert len(KF.check_tree(tree, moved)) == 1
 
 
 def _seed_002():
@@ -350,3 +358,29 @@ def test_held_out_verdicts_fail_the_model(cal):
     bc.loc[0, ["model_low", "model_high"]] = [1.0, 2.0]
     bc.loc[1, ["model_low", "model_high"]] = [12.0, 12.5]
     assert D.bench_inside(bc) == (2, 2)
+
+
+def test_verdicts_separate_same_run_checks_from_held_out_tests(cal):
+    """The two tests on the fit's own run are consistency checks, the
+    benchmark's run sets are the held-out tests, and the criterion says where
+    the net-CPU verdict would flip."""
+    v = D.held_out_verdicts(D.reproduce(cal), 3.0, 2.0, {"quiet": (1, 6)})
+    assert v["kind"].tolist() == ["same-run consistency check"] * 2 + ["held-out test"]
+    assert "flips at" in v.loc[0, "criterion"]
+
+
+def test_real_tree_check_runs_when_a_tree_is_found(tmp_path, monkeypatch):
+    """find_tree: the env var wins (and must name a 7.2 tree); else the lab
+    cache's facts tree; else None."""
+    monkeypatch.delenv("NUMALAB_LINUX_7_2", raising=False)
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    assert KF.find_tree("7.2") is None
+    t = tmp_path / "facts" / "linux-source-7.2"
+    t.mkdir(parents=True)
+    (t / "Makefile").write_text("VERSION = 7\nPATCHLEVEL = 2\n")
+    assert KF.find_tree("7.2") == t
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "Makefile").write_text("VERSION = 6\nPATCHLEVEL = 1\n")
+    monkeypatch.setenv("NUMALAB_LINUX_7_2", str(tmp_path / "other"))
+    with pytest.raises(KF.FactError, match="not a Linux 7.2 tree"):
+        KF.find_tree("7.2")

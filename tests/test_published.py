@@ -132,3 +132,11 @@ def test_dgx1_claim_and_what_the_stored_posting_said():
     assert "ChangeLog v7 -> v8" in text and "v8 -> v9" not in text
     assert "v11" in P.patch("003")["subject"]
     assert "20250212165006.490130-1-arighi@nvidia.com" in P.patch("003")["lore"]
+
+
+def test_devmem_patch_names_the_merged_posting():
+    """002's link is v1 (the stored text, with the figures); the merged
+    posting (v2, resent) is named by its own message id."""
+    p = P.patch("002")
+    assert "-v1-1-" in p["lore"] and p["lore"].startswith("https://lore.kernel.org/all/")
+    assert "-v2-1-" in p["merged_lore"] and "v2" in p["merged_subject"]

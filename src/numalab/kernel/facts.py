@@ -9,8 +9,12 @@ numbers only, no source text. Two checks keep them honest:
 
 * :func:`check_tree` re-derives every fact from a kernel tree (Debian's
   ``linux-source-VERSION``, unpacked) and reports each one that no longer
-  holds; ``tests/test_devmem.py`` runs it when a tree is given
-  (``NUMALAB_LINUX_7_2=/path/to/linux-source-7.2``);
+  holds. :func:`find_tree` finds such a tree: ``$NUMALAB_LINUX_7_2``, else
+  the record's files unpacked in the lab's cache (``CACHE/facts/``, made by
+  ``python -m numalab.kernel.facts --unpack 7.2`` from the cached source
+  package), else an unpatched build tree of the lab (``CACHE/trees/``).
+  ``tests/test_devmem.py`` and chapter 5's build run the check whenever a
+  tree is found, and fail when a fact no longer holds;
 * the chapter builds its sentences from the record with :func:`line_of` and
   :func:`in_order`, which raise when an ordering the prose states does not
   hold in the record, so the build fails.
@@ -35,7 +39,9 @@ brace, and its closing one, in column 0, and a struct's closing ``};`` too.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -43,7 +49,8 @@ from pathlib import Path
 
 from ..errors import NumalabError
 
-__all__ = ["Fact", "FactError", "load", "line_of", "in_order", "body", "find", "check_tree"]
+__all__ = ["Fact", "FactError", "load", "line_of", "in_order", "body", "find", "check_tree",
+           "find_tree", "unpack_tree"]
 
 KINDS = ("member", "call", "discarded_call", "phrase", "no_comment")
 
@@ -205,11 +212,73 @@ def check_tree(tree: str | Path, record: dict | None = None) -> list[str]:
     return bad
 
 
-if __name__ == "__main__":       # python -m numalab.kernel.facts TREE [RECORD]
+def _is_version(tree: Path, version: str) -> bool:
+    """True when ``tree/Makefile`` names kernel ``version`` ("7.2")."""
+    major, minor = version.split(".")
+    try:
+        head = (tree / "Makefile").read_text(errors="replace")[:2000]
+    except OSError:
+        return False
+    return re.search(rf"^VERSION = {major}$", head, re.M) is not None and \
+        re.search(rf"^PATCHLEVEL = {minor}$", head, re.M) is not None
+
+
+def find_tree(version: str = "7.2") -> Path | None:
+    """An unpacked kernel tree of ``version`` to check the record against, or
+    None: ``$NUMALAB_LINUX_<MAJOR>_<MINOR>`` (FactError when it names no such
+    tree), else ``CACHE/facts/linux-source-VERSION`` (see :func:`unpack_tree`),
+    else an unpatched lab build tree (``CACHE/trees/*``) of that version."""
+    env = os.environ.get("NUMALAB_LINUX_" + version.replace(".", "_"))
+    if env:
+        if not _is_version(Path(env), version):
+            raise FactError(f"NUMALAB_LINUX_{version.replace('.', '_')}={env}: "
+                            f"not a Linux {version} tree")
+        return Path(env)
+    from ..lab import cache_root       # the lab's cache; imported late (no cycle)
+    root = cache_root()
+    candidates = [root / "facts" / f"linux-source-{version}"]
+    if (root / "trees").is_dir():
+        candidates += sorted(p for p in (root / "trees").iterdir() if p.is_dir())
+    return next((c for c in candidates if _is_version(c, version)), None)
+
+
+def unpack_tree(version: str = "7.2", record: dict | None = None) -> Path:
+    """Unpack the files ``record`` cites (and the Makefile) from the lab's
+    cached ``linux-source-VERSION`` package into
+    ``CACHE/facts/linux-source-VERSION``; return that folder. About a minute
+    (the inner tarball is decompressed once). FactError when no package is cached."""
+    from ..lab import cache_root
+    from ..lab.build import cached_sources
+    record = record or load()
+    deb = cached_sources().get(version)
+    if deb is None:
+        raise FactError(f"no linux-source-{version} package in the lab's cache "
+                        "(numalab lab build-kernel fetches it)")
+    dest = cache_root() / "facts"
+    dest.mkdir(parents=True, exist_ok=True)
+    top = f"linux-source-{version}"
+    files = sorted({f"{top}/{f.file}" for f in record["facts"].values()} | {f"{top}/Makefile"})
+    inner = f"./usr/src/{top}.tar.xz"
+    dpkg = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+    tar1 = subprocess.Popen(["tar", "-xO", inner], stdin=dpkg.stdout, stdout=subprocess.PIPE)
+    dpkg.stdout.close()
+    tar2 = subprocess.run(["nice", "-n", "10", "tar", "-xJ", "-C", str(dest), *files],
+                          stdin=tar1.stdout, capture_output=True)
+    tar1.stdout.close()
+    if tar1.wait() != 0 or dpkg.wait() != 0 or tar2.returncode != 0:
+        raise FactError(f"{deb.name}: cannot unpack {inner} "
+                        f"({tar2.stderr.decode(errors='replace').strip()[-200:]})")
+    return dest / top
+
+
+if __name__ == "__main__":       # python -m numalab.kernel.facts TREE [RECORD] | --unpack VERSION
     import sys
 
+    if len(sys.argv) == 3 and sys.argv[1] == "--unpack":
+        print(unpack_tree(sys.argv[2]))
+        sys.exit(0)
     if len(sys.argv) not in (2, 3):
-        sys.exit("usage: python -m numalab.kernel.facts TREE [RECORD]")
+        sys.exit("usage: python -m numalab.kernel.facts TREE [RECORD] | --unpack VERSION")
     problems = check_tree(sys.argv[1], load(sys.argv[2]) if len(sys.argv) == 3 else None)
     print("\n".join(problems) or "every fact holds")
     sys.exit(1 if problems else 0)

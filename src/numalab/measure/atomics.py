@@ -44,7 +44,7 @@ from .cc import PRELUDE, compile_shared
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "run_atomics_repeated", "runs_of", "runs_table",
-           "spread_over_runs", "host_cpu", "bench_tables", "render"]
+           "spread_over_runs", "host_cpu", "bench_tables", "render", "load_gate", "dump_cpu_model"]
 
 _C_SOURCE = PRELUDE + r"""
 #define LINE 128   /* two lines: keeps adjacent-line prefetch out of the way */
@@ -890,6 +890,57 @@ def runs_table(record: dict):
                               else nan,
                               cpu_model=(r.get("host") or {}).get("model_name", "")))
     return pd.concat(parts, ignore_index=True)
+
+
+def load_gate(record: dict, cpus: int) -> dict:
+    """Whether a benchmark record ran quietly enough to show contention.
+
+    Two threads on two CPUs only contend while both run; when the one-minute
+    load average reaches the CPU count, other tasks take turns on those CPUs
+    and the threads often do not run together (an overlap check that sees
+    only long gaps cannot tell). Returns ``max_load`` (highest load average
+    recorded before or after any run; NaN when none), ``cpus`` and
+    ``verdict``: "quiet" (max_load < cpus), "too loaded to show contention"
+    or "load not recorded". Only a "quiet" record may enter a conclusion or
+    a held-out test.
+
+    >>> load_gate({"runs": [{"loadavg": [0.4], "loadavg_before": [0.3]}]}, 2)["verdict"]
+    'quiet'
+    >>> load_gate({"runs": [{"loadavg": [0.4]}, {"loadavg": [2.0]}]}, 2)["verdict"]
+    'too loaded to show contention'
+    >>> load_gate({"runs": [{}]}, 2)["verdict"]
+    'load not recorded'
+    """
+    loads = [float(v[0]) for r in runs_of(record) for v in (r.get("loadavg"), r.get("loadavg_before"))
+             if v]
+    if not loads:
+        return {"max_load": float("nan"), "cpus": cpus, "verdict": "load not recorded"}
+    top = max(loads)
+    return {"max_load": top, "cpus": cpus,
+            "verdict": "quiet" if top < cpus else "too loaded to show contention"}
+
+
+def dump_cpu_model(source: str) -> str:
+    """The CPU model a dump's own ``proc/cpuinfo`` names ("" when the dump
+    has none): for a record written before the benchmark stored its host.
+    ``source``: a dump folder or ``.tar.bz2`` (``topo.meta["source"]``)."""
+    import tarfile
+    from pathlib import Path
+
+    p = Path(source)
+    text = ""
+    try:
+        if p.is_dir():
+            hits = sorted(p.glob("*/proc/cpuinfo")) + sorted(p.glob("proc/cpuinfo"))
+            text = hits[0].read_text(errors="replace") if hits else ""
+        elif tarfile.is_tarfile(p):
+            with tarfile.open(p) as tf:
+                m = next((m for m in tf.getmembers() if m.name.endswith("/proc/cpuinfo")
+                          and m.isfile()), None)
+                text = tf.extractfile(m).read().decode(errors="replace") if m else ""
+    except (OSError, tarfile.TarError):
+        return ""
+    return host_cpu(text).get("model_name", "") if text else ""
 
 
 def median_latency(record: dict) -> dict:
