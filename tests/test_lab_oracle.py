@@ -177,3 +177,36 @@ def test_built_dumps_were_made_with_the_committed_fragment():
     built = [p for p in DUMPS if dump_build(p)]
     assert built
     assert {dump_build(p)["fragment_sha256"] for p in built} == {sha}
+
+
+@pytest.mark.parametrize("name, want_local", [("isolcpus", True), ("nohzfull", False)])
+def test_pci_call_probe_port_with_isolcpus_and_nohz_full_on_7_2(name, want_local):
+    """Linux 7.2 booted with isolcpus=domain over the NVMe's whole node, and with
+    nohz_full= over it: pci_call_probe()'s port, given the boot's housekeeping
+    masks, names the traced CPU (bound kworker) or "probe here" (the traced
+    probe runs in the unbound async worker, on an HK_TYPE_DOMAIN CPU)."""
+    from numalab.kernel.drivers.pci.pci_driver import pci_call_probe_cpu
+    from numalab.kernel.sched.isolation import from_cmdline
+    from numalab.kernel.workqueue import wq_unbound_cpumask
+    from numalab.models.probe.calibrate import thread_kind
+    path = [p for p in DUMPS if f"3nvme-node1-{name}" in p]
+    if not path:
+        pytest.skip("the isolation dumps are not in this checkout")
+    d = read_lab_dump(path[0])
+    topo = load(path[0])
+    hk = from_cmdline(d.manifest["qemu"]["append"], topo.possible)
+    assert (hk.isolcpus if name == "isolcpus" else hk.nohz_full) == topo.cpumask_of_node(1)
+    traced = [t for t in d.trace if t.function == "nvme_probe"]
+    assert len(traced) == len(d.nvme) == 3
+    for ctrl, t in zip(d.nvme, sorted(traced, key=lambda t: t.timestamp)):
+        cpu = pci_call_probe_cpu(topo, hk, ctrl.node, in_wq_worker=True, kernel="7.2")
+        if want_local:
+            assert cpu == topo.nr_cpu_ids                     # no HK_TYPE_DOMAIN CPU on node 1
+            assert thread_kind(t.comm) == "unbound kworker"
+            assert (wq_unbound_cpumask(topo, hk, "7.2") >> t.cpu) & 1
+        else:
+            assert cpu == t.cpu == 8                          # nohz_full is not read in 7.2
+            assert thread_kind(t.comm) == "bound kworker"
+    # 6.12's rule would have kept the nohz_full node's CPUs out
+    if not want_local:
+        assert pci_call_probe_cpu(topo, hk, 1, kernel="6.12") == topo.nr_cpu_ids

@@ -86,6 +86,9 @@ def add_parser(sub) -> None:
                    help="built-in functions traced from boot (ftrace= on the kernel command "
                         "line; saved as trace.boot), e.g. group_cpus_evenly to count every "
                         "call before the devices")
+    r.add_argument("--cmdline", default="", metavar="WORDS",
+                   help="extra kernel command-line words, e.g. \"isolcpus=domain,0-3\" or "
+                        "\"nohz_full=0-3\" (letters, digits and =,-_. only)")
     r.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
                    help="kill the VM after this long (default 600)")
     r.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
@@ -181,7 +184,8 @@ def run_run(args) -> int:
     find_qemu()
     boot = tuple(f.strip() for f in args.boot_trace.split(",") if f.strip())
     opts = LabOptions(devices=devices, io=args.io, io_count=args.io_count, trace=trace,
-                      timeout=args.timeout, accel=args.accel, boot_trace=boot)
+                      timeout=args.timeout, accel=args.accel, boot_trace=boot,
+                      cmdline=args.cmdline)
     path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say,
                    command="numalab " + shlex.join(sys.argv[1:]))
     print(path)

@@ -34,7 +34,7 @@ from .qemu import KERNEL_APPEND, nvme_layout, qemu_command
 from .spec import LabMachine, NvmeSpec
 
 __all__ = ["run_lab", "write_lab_dump", "LabOptions", "find_qemu", "OOPS",
-           "default_output_name", "boot_trace_append"]
+           "default_output_name", "boot_trace_append", "extra_cmdline"]
 
 QEMU = "qemu-system-x86_64"
 OOPS = re.compile(r"(Oops: |Kernel panic|kernel BUG at|BUG: unable|BUG: kernel|"
@@ -55,6 +55,7 @@ class LabOptions:
     accel: str = "tcg"
     retries: int = 1
     boot_trace: tuple[str, ...] = ()   # built-in functions traced from boot (ftrace= on the command line)
+    cmdline: str = ""                  # extra kernel command-line words (isolcpus=, nohz_full=)
 
 
 def find_qemu() -> str:
@@ -231,6 +232,21 @@ def boot_trace_append(functions) -> str:
     return f" ftrace=function ftrace_filter={','.join(fs)} trace_buf_size=256K"
 
 
+def extra_cmdline(words: str) -> str:
+    """Extra kernel command-line words for ``--cmdline``, checked (letters,
+    digits and ``=,-_.`` only: nothing the shell or QEMU could read as
+    another option); ``""`` for none.
+
+    >>> extra_cmdline("isolcpus=domain,0-3  nohz_full=0-3")
+    ' isolcpus=domain,0-3 nohz_full=0-3'
+    """
+    ws = words.split()
+    for w in ws:
+        if not re.fullmatch(r"[A-Za-z0-9_.,=-]+", w):
+            raise LabError(f"--cmdline word {w!r}: letters, digits and =,-_. only")
+    return "".join(" " + w for w in ws)
+
+
 def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             output: str | os.PathLike | None = None,
             progress: Callable[[str], None] | None = None,
@@ -266,7 +282,7 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     cfg = InitConfig(modules=tuple(k.modules), trace=tuple(options.trace), nvme=len(layout),
                      io=options.io, io_count=options.io_count,
                      boot_trace=bool(options.boot_trace))
-    append = KERNEL_APPEND + boot_trace_append(options.boot_trace)
+    append = KERNEL_APPEND + boot_trace_append(options.boot_trace) + extra_cmdline(options.cmdline)
     busybox = find_busybox(progress=say)
     modules = {m: k.module_path(m).read_bytes() for m in k.modules}
     initrd = build_initramfs(modules, cfg, busybox)

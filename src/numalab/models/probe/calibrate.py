@@ -402,11 +402,18 @@ def thread_kind(comm: str) -> str:
     return "udev worker"
 
 
+def _llc(topo, cpu: int) -> int:
+    c = topo.cpus.get(cpu)
+    return c.llc_cpus if c is not None and c.llc_cpus else topo.cpumask_of_node(topo.cpu_to_node(cpu))
+
+
 def placement(rep, topo=None):
     """Placement of each published probe line against the model's (the rows
     of :func:`reproduce`): the published and model CPU, their nodes, the kind
     of thread (bound kworker, unbound kworker, udev worker), and whether the
-    kind, the node and the CPU agree. The exact CPU of an unbound worker is
+    kind, the node, the last-level cache (``same_llc``) and the CPU agree;
+    ``const_llc``: whether the constant guess "CPU 0" has the published CPU's LLC
+    (every published CPU is on node 0, so a node check cannot fail). The exact CPU of an unbound worker is
     the scheduler's choice among idle CPUs, so the CPU is compared only where
     the code fixes it (bound kworkers: ``same_cpu`` is None otherwise).
     """
@@ -421,6 +428,8 @@ def placement(rep, topo=None):
                      "model_cpu": r.cpu, "published_comm": r.published_comm,
                      "model_thread": r.thread, "published_kind": pk, "model_kind": mk,
                      "same_kind": pk == mk, "same_node": pn == mn,
+                     "same_llc": _llc(topo, r.published_cpu) == _llc(topo, r.cpu),
+                     "const_llc": _llc(topo, r.published_cpu) == _llc(topo, 0),
                      "same_cpu": (r.published_cpu == r.cpu) if pk == "bound kworker" else None})
     return pd.DataFrame(rows)
 
@@ -438,7 +447,8 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
     the dump's kernel (:data:`LAB_POLICY`); the traced CPUs and COMMs
     (*measured*) next to the model's, sorted by CPU. Columns: dump, kernel,
     policy, devices, measured_cpus, model_cpus, measured_kinds, model_kinds,
-    same_cpus, same_kinds.
+    same_cpus, same_kinds, cmdline (the boot's isolcpus=/nohz_full=, which the
+    model is given), same_llcs.
     """
     import pandas as pd
     from ...datasets import lab_datasets
@@ -461,7 +471,12 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
         # a kernel built with the PCI patch (001) runs the patched policy
         patch = ((dump_build(path) or {}).get("patch") or "")
         policy = "pf-wq-worker" if patch.startswith("001-") else LAB_POLICY[kernel]
-        run = simulate(topo, devs, policy, seed=seed)
+        from ...kernel.sched.isolation import from_cmdline
+        hk = from_cmdline((d.manifest.get("qemu") or {}).get("append", ""),
+                          topo.possible or sum(1 << c for c in topo.cpus))
+        run = simulate(topo, devs, policy, seed=seed,
+                       params=Params(isolcpus=hk.isolcpus, nohz_full=hk.nohz_full))
+        llc = lambda c: _llc(topo, c)
         meas = sorted((t.cpu, thread_kind(t.comm)) for t in traced)
         mod = sorted((p.cpu, p.thread_kind) for p in run.probes)
         rows.append({"dump": d.name, "kernel": kernel, "policy": policy,
@@ -471,7 +486,10 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
                      "measured_kinds": ", ".join(sorted({k for _, k in meas})),
                      "model_kinds": ", ".join(sorted({k for _, k in mod})),
                      "same_cpus": [c for c, _ in meas] == [c for c, _ in mod],
-                     "same_kinds": [k for _, k in meas] == [k for _, k in mod]})
+                     "same_kinds": [k for _, k in meas] == [k for _, k in mod],
+                     "cmdline": " ".join(w for w in (d.manifest.get("qemu") or {}).get(
+                         "append", "").split() if w.startswith(("isolcpus=", "nohz_full="))),
+                     "same_llcs": sorted(llc(c) for c, _ in meas) == sorted(llc(c) for c, _ in mod)})
     return pd.DataFrame(rows)
 
 
