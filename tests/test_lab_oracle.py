@@ -28,6 +28,8 @@ from numalab.lab.oracle import (dedicated_counts, dump_build, group_cpus_calls, 
                                 probe_vs_model, rotate_offsets)
 from numalab.topology import load
 
+from numalab.kernel.sched.isolation import from_cmdline
+
 REPO = Path(__file__).resolve().parents[1]
 DUMPS = lab_datasets(REPO)
 
@@ -55,9 +57,13 @@ def test_port_equals_the_real_kernel(dump):
             f"{[format_cpulist(m) for m in real]} port {[format_cpulist(m) for m in masks]}")
         for q in io:   # the interrupt is delivered on one CPU of its mask
             assert q.effective_affinity and q.effective_affinity & ~q.smp_affinity == 0
+        # measured: booted with isolcpus=domain, 7.2's hctx cpu_list leaves out the
+        # isolated CPUs (the IRQ masks above keep them); the port does not model that
+        iso = from_cmdline((d.manifest.get("qemu") or {}).get("append", ""),
+                           topo.possible).isolcpus
         for disk in ctrl.disks:
             hctx = d.blk_mq[disk]
-            assert hctx == {i: m for i, m in enumerate(masks)}, disk
+            assert hctx == {i: m & ~iso for i, m in enumerate(masks)}, disk
 
 
 def test_tables_for_the_book():
