@@ -126,3 +126,14 @@ def test_catalogue_totals_from_before_lines_only():
                   for d, _, ns in rows if d == "mlx5_core"]
     assert before["mlx5"].total_ms == pytest.approx(np.mean(mlx_before))
     assert before["mlx5"].total_ms != pytest.approx(both["mlx5"].total_ms, rel=1e-6)
+
+
+def test_cached_fit_is_the_fit(tmp_path):
+    from numalab.models.probe.calibrate import fit_nvme_cached
+    kw = dict(rounds=(4,), bootstrap=2, seed=1, sources=("fix",))
+    first = fit_nvme_cached(cache_dir=tmp_path, **kw)
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    again = fit_nvme_cached(cache_dir=tmp_path, **kw)
+    assert again == first == fit_nvme(**kw)
+    fit_nvme_cached(cache_dir=tmp_path, **{**kw, "seed": 2})      # other arguments: refit
+    assert len(list(tmp_path.glob("*.json"))) == 2

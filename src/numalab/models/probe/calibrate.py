@@ -48,7 +48,7 @@ from ... import published as _published
 from .sim import Device, Params, ProbeModelError, ProbeRun, simulate
 
 __all__ = ["PUBLISHED", "parse_seed", "seed_machine", "nvme_scenarios", "Fit", "fit_nvme",
-           "catalogue", "reproduce", "SEED_FILES", "copy_baseline"]
+           "catalogue", "reproduce", "SEED_FILES", "copy_baseline", "fit_nvme_cached"]
 
 SEED_FILES = {"fix": "001_896d51b16a53b501.txt", "series": "000_dccbd2dd19606f08.txt"}
 
@@ -278,6 +278,56 @@ def fit_nvme(topo=None, rounds: tuple[int, ...] = (1, 2, 3, 4, 6, 8), bootstrap:
                          "cpu_std": float(xs[:, 0].std(ddof=1)),
                          "wait_mean": float(xs[:, 1].mean()),
                          "wait_std": float(xs[:, 1].std(ddof=1))}
+    return fit
+
+
+def _model_fingerprint() -> str:
+    """sha256 of the code and data a fit depends on: every module of
+    numalab.models.probe and numalab.kernel, and the published figures."""
+    import hashlib
+    root = Path(__file__).resolve().parents[2]          # src/numalab
+    h = hashlib.sha256()
+    files = sorted([*(root / "models" / "probe").glob("*.py"), *(root / "kernel").rglob("*.py"),
+                    root / "published.py", *(root / "data").rglob("published*")])
+    for f in files:
+        if f.is_file():
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def fit_nvme_cached(topo=None, cache_dir: Path | None = None, **kw) -> Fit:
+    """:func:`fit_nvme` with an on-disk cache: the same arguments, topology and
+    model code (:func:`_model_fingerprint`) give the stored result, bit for bit
+    (the fit is deterministic; a change to any of them refits). ``cache_dir``
+    defaults to ``.numalab-cache/probe-fit`` in the checkout; keyword
+    arguments are those of :func:`fit_nvme` (``tables`` is not cached)."""
+    import hashlib
+    import json
+    topo = topo or seed_machine()
+    if "tables" in kw:
+        return fit_nvme(topo, **kw)
+    if cache_dir is None:
+        from ...datasets import repo_root
+        cache_dir = repo_root() / ".numalab-cache" / "probe-fit"
+    params = kw.get("params")
+    key_src = json.dumps({"kw": {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
+                                 for k, v in sorted(kw.items())},
+                          "topo": [topo.name, sorted((c, v.llc_cpus, v.thread_siblings, v.node)
+                                                     for c, v in topo.cpus.items())],
+                          "code": _model_fingerprint()}, default=repr, sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
+    path = Path(cache_dir) / f"{key}.json"
+    if path.is_file():
+        d = json.loads(path.read_text())
+        d["by_rounds"] = {int(k): tuple(v) for k, v in d["by_rounds"].items()}
+        return Fit(**d)
+    fit = fit_nvme(topo, **kw)
+    del params
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dataclasses.asdict(fit)))
+    tmp.replace(path)
     return fit
 
 

@@ -24,7 +24,7 @@ policy             what changes
 ``pf-wq-worker``   "PCI: Avoid work_on_cpu() in async probe workers"
               (b)  (PF_WQ_WORKER test): ``pci_call_probe()`` probes in place
                    when already in a workqueue worker, so asynchronous PCI
-                   probes stay in their unbound workers, spread over the node.
+                   probes stay in their unbound workers (in their pod).
 ``driver-core``    "[PATCH v2 0/3] Add NUMA-node-aware synchronous probing to
               (c)  driver core": a synchronous probe of a device with a node is
                    queued with ``queue_work_node(node, system_dfl_wq)`` and the
@@ -98,7 +98,9 @@ Kernel rules the model follows
   never leaves the LLC of its previous CPU. Simplified: ``wake_affine()``
   always keeps ``prev_cpu`` (it may pick the waker's CPU when prev is busy),
   ``SIS_UTIL``'s scan limit and the periodic and idle load balancers are
-  left out. ``wakeup="node"`` is the model's own rule, not the kernel's:
+  left out, and a *new* worker is placed as ``kick_pool()`` would place it
+  (in the kernel ``create_worker()`` wakes it where kthreadd's fork put it,
+  workqueue.c 7.2:2861-2893: the idlest CPU near kthreadd). ``wakeup="node"`` is the model's own rule, not the kernel's:
   when the pod and LLC are busy, any idle CPU of the node, else the node's
   least loaded CPU; it stands for what load balancing across the node could
   do at best. Ties in ``"node"`` are broken by the seeded generator. Bound
