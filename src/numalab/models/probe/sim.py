@@ -71,9 +71,11 @@ Kernel rules the model follows
   ``workqueue.cpu_intensive_thresh_us``) of CPU since it woke is marked
   CPU-intensive and stops counting. The kernel checks this only at a
   scheduler tick (``wq_worker_tick()``, workqueue.c 6.12:1488, 7.2:1499):
-  ``Params.hz`` (default 250, ``kernel/Kconfig.hz``'s default, an assumed
-  parameter) puts ticks every ``1000 / hz`` ms from time 0; ``hz=0`` is the
-  model's continuous check. Items then share the CPU.
+  ``Params.hz`` (default 250: ``kernel/Kconfig.hz``'s default and Debian's
+  amd64 setting, ``CONFIG_HZ=250`` in linux-base-7.2.13+deb14-amd64's config;
+  assumed for the postings' kernels, whose config is not published) puts
+  ticks every ``1000 / hz`` ms from time 0; ``hz=0`` is the model's
+  continuous check. Items then share the CPU.
 * Unbound workqueues (``async_wq``, ``system_dfl_wq``: ``kworker/uPOOL:ID``)
   start every item at once, up to the node's share of ``max_active``
   (:func:`~numalab.kernel.workqueue.wq_node_max_active`, Linux 6.9+; the
@@ -100,7 +102,8 @@ Kernel rules the model follows
   ``SIS_UTIL``'s scan limit and the periodic and idle load balancers are
   left out, and a *new* worker is placed as ``kick_pool()`` would place it
   (in the kernel ``create_worker()`` wakes it where kthreadd's fork put it,
-  workqueue.c 7.2:2861-2893: the idlest CPU near kthreadd). ``wakeup="node"`` is the model's own rule, not the kernel's:
+  workqueue.c 7.2:2861-2893: the idlest CPU near kthreadd, possibly on
+  another node, where its wake-ups then stay; neither rule covers that). ``wakeup="node"`` is the model's own rule, not the kernel's:
   when the pod and LLC are busy, any idle CPU of the node, else the node's
   least loaded CPU; it stands for what load balancing across the node could
   do at best. Ties in ``"node"`` are broken by the seeded generator. Bound
@@ -183,7 +186,7 @@ WQ_MAX_ACTIVE = max(mx for mx, _ in WQ_LIMITS.values())   # the largest kernel c
 TIMESLICE_MS = 3.0                # EEVDF base slice 0.75 ms x (1 + ilog2(8))
 MAX_TIMESLICE_MS = 1000.0
 WAKEUP_RULES = ("llc", "node")    # the kernel's wake-up path; the model's node-wide rule
-HZ_DEFAULT = 250                  # CONFIG_HZ: kernel/Kconfig.hz's default (assumed)
+HZ_DEFAULT = 250                  # CONFIG_HZ: Kconfig's default and Debian's (assumed for the postings)
 
 
 class ProbeModelError(ParameterError):
