@@ -57,8 +57,9 @@ def test_port_equals_the_real_kernel(dump):
             f"{[format_cpulist(m) for m in real]} port {[format_cpulist(m) for m in masks]}")
         for q in io:   # the interrupt is delivered on one CPU of its mask
             assert q.effective_affinity and q.effective_affinity & ~q.smp_affinity == 0
-        # measured: booted with isolcpus=domain, 7.2's hctx cpu_list leaves out the
-        # isolated CPUs (the IRQ masks above keep them); the port does not model that
+        # booted with isolcpus=domain, 7.2's hctx cpu_list leaves out the isolated
+        # CPUs (block/blk-mq.c 7.2:4275-4282, cpu_is_isolated()); the IRQ masks
+        # above keep them
         iso = from_cmdline((d.manifest.get("qemu") or {}).get("append", ""),
                            topo.possible).isolcpus
         for disk in ctrl.disks:
