@@ -550,3 +550,17 @@ def test_probe_cli_separates_isolcpus_and_nohz_full(capsys):
     assert main(["probe", "numa:2 core:4", "--devices", "nvme:2@node1", "--policy", "a7",
                  "--isolcpus", "4", "--json"]) == 0
     assert {p["cpu"] for p in json.loads(capsys.readouterr().out)["probes"]} == {5}
+
+
+def test_probe_cli_wakeup_and_hz(capsys):
+    import json
+    from numalab.cli import main
+    out = {}
+    for w in ("llc", "node"):
+        assert main(["probe", "numa:2 l3:2 core:4", "--devices", "nvme:8@node0", "--policy", "b",
+                     "--wakeup", w, "--json"]) == 0
+        run = json.loads(capsys.readouterr().out)
+        out[w] = {p["cpu"] for p in run["probes"]}, run["makespan_ms"]
+    assert len(out["llc"][0]) == 4 and len(out["node"][0]) == 8       # one LLC of 4 CPUs, or the node
+    assert out["llc"][1] > out["node"][1]
+    assert main(["probe", "numa:2 core:4", "--devices", "nvme:2@node0", "--hz", "0"]) == 0
