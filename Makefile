@@ -10,6 +10,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BUILD_ARGS ?=
 PYTEST_ARGS ?=
+# Two test processes (this project's machines have 2 cores); the tests that
+# read the quick book share one build (tests/conftest.py).
+PYTEST_XDIST ?= -n 2
 
 .PHONY: all book test test-fast lab clean distclean
 
@@ -29,11 +32,11 @@ book: $(STAMP)
 	$(BIN)/numalab build $(BUILD_ARGS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # The suite without the book builds and the browser (a few seconds).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m 'not slow' $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m 'not slow' $(PYTEST_ARGS)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

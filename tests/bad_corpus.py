@@ -21,6 +21,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -713,6 +714,629 @@ def build_cases() -> list[Case]:
 CASES = build_cases()
 
 
+# -- the lab's files and arguments ---------------------------------------------------
+#
+# Every lab case is one input to ``numalab lab show`` (a lab dump: the small
+# good dump above plus the lab's own files, with one change), to ``numalab
+# lab run`` / ``build-kernel`` / ``kernels`` (one bad argument or cache file),
+# or to numalab.lab.arm64.runs() (data/lab/arm64's runs.toml and consoles,
+# read by the book, not by a command). ``error`` is the *exact* line: the
+# LabError's text, which the CLI prints after ``numalab lab: error: ``;
+# ``{in}`` stands for the folder the input is made in.
+
+LAB_TOP = "lab"
+LAB_PCI = "0000:11:01.0"
+LAB_DEV = f"sys/devices/pci0000:10/{LAB_PCI}"
+LAB_RELEASE = "7.2.13+deb14-amd64"
+DUMP = "{in}/lab.tar.bz2:lab"             # how a lab case's errors name the dump's members
+
+
+def lab_manifest(ncpus: int = 4, queues: int = 2, io: bool = True) -> dict:
+    """A manifest as ``numalab lab run`` writes it, for a guest of ``ncpus``
+    CPUs (SMT pairs) on 2 nodes and one NVMe of ``queues`` I/O queues on
+    node 0 (``io``: the run read with ``--io``)."""
+    half = ncpus // 2
+    return {
+        "format": "numalab-lab/1", "numalab_version": "0.1.0",
+        "created_utc": "2026-11-22T22:38:50Z",
+        "numalab_command": f"numalab lab run --kernel 7.2 --topology 'numa:2 core:{half // 2} "
+                           f"pu:2' --nvme 1@0:{queues} --io -o lab.tar.bz2",
+        "kernel": {"release": LAB_RELEASE, "upstream": "7.2.13",
+                   "packages": [{"name": f"linux-binary-{LAB_RELEASE}", "version": "7.2.13-1",
+                                 "sha256": "ab" * 32, "size": 1000, "file": "linux.deb"}],
+                   "modules_loaded": ["nvme-core", "nvme"]},
+        "qemu": {"version": "QEMU emulator version 7.2.22", "accel": "tcg",
+                 "command": ["/usr/bin/qemu-system-x86_64", "-smp", str(ncpus)],
+                 "append": "console=ttyS0 rdinit=/init", "boot": "pvh"},
+        "topology": {"description": f"numa:2 core:{half // 2} pu:2", "sockets": 1, "dies": 1,
+                     "cores_per_die": half, "threads_per_core": 2, "cpus": ncpus,
+                     "nodes": [{"node": 0, "cpus": f"0-{half - 1}", "memory_mib": 384},
+                               {"node": 1, "cpus": f"{half}-{ncpus - 1}", "memory_mib": 384}],
+                     "distances": [[10, 20], [20, 10]]},
+        "devices": [{"id": "nvme0", "node": 0, "io_queues": queues, "pxb_bus_nr": 16,
+                     "slot": 1, "pci_address": LAB_PCI}],
+        "nvme_options": [f"1@0:{queues}"],
+        "trace": ["nvme_probe"],
+        "io": ({"reads_per_cpu_per_namespace": 16, "block_bytes": 4096, "method": "dd"}
+               if io else None),
+        "attempts": [{"accel": "tcg", "seconds": 20.5, "result": "ok", "message": ""}],
+        "seconds": {"fetch": 0.0, "boot_and_collect": 20.5},
+        "busybox": "/usr/bin/busybox",
+    }
+
+
+IRQ_HEADER = "           CPU0       CPU1       CPU2       CPU3\n"
+
+
+def _irq_rows(q1_count: int = 0) -> str:
+    rows = [f"  {24 + q}: {q1_count if q == 1 else 0:>10} {0:>10} {0:>10} {0:>10}  "
+            f"PCI-MSIX-{LAB_PCI} {q}-edge      nvme0q{q}\n" for q in range(3)]
+    return ("".join(rows) + "LOC:        100        200        300        400   Local timer "
+            "interrupts\nERR:          0\n")
+
+
+def good_lab_files() -> tuple[dict[str, bytes], dict[str, str]]:
+    """The good sysfs dump (4 CPUs, 2 nodes) as a lab dump: one NVMe with 2
+    I/O queues on node 0, its vectors, blk-mq map, a probe trace and the
+    ``--io`` snapshots."""
+    files, links = good_files(), good_links()
+    files["proc/sys/kernel/osrelease"] = f"{LAB_RELEASE}\n".encode()
+    files["proc/interrupts"] = (IRQ_HEADER + _irq_rows(7)).encode()
+    files[f"{LAB_DEV}/class"] = b"0x010802\n"
+    files[f"{LAB_DEV}/numa_node"] = b"0\n"
+    for q, (aff, eff) in enumerate([("0-3", "3"), ("0-1", "1"), ("2-3", "3")]):
+        files[f"{LAB_DEV}/msi_irqs/{24 + q}"] = b"msix\n"
+        files[f"proc/irq/{24 + q}/smp_affinity_list"] = f"{aff}\n".encode()
+        files[f"proc/irq/{24 + q}/effective_affinity_list"] = f"{eff}\n".encode()
+    files[f"{LAB_DEV}/nvme/nvme0/nvme0n1/mq/0/cpu_list"] = b"0, 1\n"
+    files[f"{LAB_DEV}/nvme/nvme0/nvme0n1/mq/1/cpu_list"] = b"2, 3\n"
+    links[f"sys/bus/pci/devices/{LAB_PCI}"] = f"../../../devices/pci0000:10/{LAB_PCI}"
+    links["sys/block/nvme0n1"] = f"../devices/pci0000:10/{LAB_PCI}/nvme/nvme0/nvme0n1"
+    lab = "numalab/lab"
+    files[f"{lab}/manifest.json"] = json.dumps(lab_manifest(), indent=1).encode()
+    files[f"{lab}/uname-r"] = f"{LAB_RELEASE}\n".encode()
+    files[f"{lab}/trace"] = (b"# tracer: function\n#\n"
+                             b"     kworker/0:1-40      [000] .....     3.141: nvme_probe "
+                             b"<-local_pci_probe\n")
+    files[f"{lab}/interrupts.before"] = (IRQ_HEADER + _irq_rows(0)).encode()
+    files[f"{lab}/interrupts.after"] = (IRQ_HEADER + _irq_rows(7)).encode()
+    return files, links
+
+
+def _edit(obj: dict, key: str, value: Any = ...) -> None:
+    """Set (or, with no value, delete) ``key`` ("topology.nodes.1.cpus") in ``obj``."""
+    *parents, last = key.split(".")
+    for k in parents:
+        obj = obj[int(k)] if isinstance(obj, list) else obj[k]
+    if isinstance(obj, list):
+        last = int(last)
+    if value is ...:
+        del obj[last]
+    else:
+        obj[last] = value
+
+
+@dataclass(frozen=True)
+class LabCase:
+    """One bad lab input. ``make(folder)`` creates it under ``folder`` and
+    returns the input's path (or the folder); ``argv(path)`` is the
+    ``numalab`` command that reads it (None: no command reads it), ``api(path)``
+    the function that reads it (None: only the command); both must fail
+    with exactly ``error`` (``{in}`` replaced by ``folder``)."""
+
+    id: str
+    kind: str
+    what: str
+    make: Callable[[Path], str] = field(compare=False, repr=False)
+    error: str = ""
+    argv: Callable[[str], list[str]] | None = field(default=None, compare=False, repr=False)
+    api: Callable[[str], Any] | None = field(default=None, compare=False, repr=False)
+
+
+def _read_lab_dump(path: str):
+    from numalab.lab.dump import read_lab_dump
+    return read_lab_dump(path)
+
+
+def dump_case(id: str, what: str, error: str, *, manifest: dict | None = None,
+              raw_manifest: bytes | None = None, set: dict | None = None,
+              drop: tuple = (), kind: str = "dump") -> LabCase:
+    """The good lab dump with one change: ``manifest`` edits (``{key:
+    value}``, ``...`` deletes), a whole ``raw_manifest``, files to ``set``
+    (relative to the dump's top folder) or to ``drop``."""
+    def make(folder: Path) -> str:
+        files, links = good_lab_files()
+        if manifest is not None:
+            m = lab_manifest()
+            for key, value in manifest.items():
+                _edit(m, key, value)
+            files["numalab/lab/manifest.json"] = json.dumps(m, indent=1).encode()
+        if raw_manifest is not None:
+            files["numalab/lab/manifest.json"] = raw_manifest
+        for k, v in (set or {}).items():
+            files[k] = v.encode() if isinstance(v, str) else v
+        for k in drop:
+            files.pop(k)
+        p = folder / "lab.tar.bz2"
+        p.write_bytes(_compress(_tar_of_tree(files, links, top=LAB_TOP), "tar.bz2"))
+        return str(p)
+    return LabCase(id, kind, what, make, error.replace("{dump}", DUMP),
+                   argv=lambda p: ["lab", "show", p], api=_read_lab_dump)
+
+
+def arg_case(id: str, what: str, argv: list[str], error: str, *, kind: str = "lab run",
+             prepare: Callable[[Path], None] | None = None) -> LabCase:
+    """A ``numalab lab ...`` command line (``{in}`` is the input folder)."""
+    def make(folder: Path) -> str:
+        if prepare:
+            prepare(folder)
+        return str(folder)
+    return LabCase(id, kind, what, make, error,
+                   argv=lambda f: [a.replace("{in}", f) for a in argv])
+
+
+RUN = ["lab", "run", "--kernel", "7.2", "--topology", "numa:2 core:2"]
+BUILD = ["lab", "build-kernel", "--source", "7.2"]
+
+ARM64_RUN_TOML = """\
+[[run]]
+log = "boot.log"
+kernel = "7.2"
+nodes = ["0-4"]
+clusters = ["0-3", "4"]
+max_ioqpairs = 8
+command = "tools/lab_arm64/run.sh Image-7.2 virt.dtb boot.log"
+"""
+ARM64_CONSOLE = """\
+[    1.0] nvme nvme0: 5/0/0 default/read/poll queues
+=== LAB BEGIN ===
+cpu0 cluster_cpus_list: 0-3
+cpu4 cluster_cpus_list: 4
+ 30: 0 0 0 0 0 GICv3 nvme0q0
+ 31: 0 0 0 0 0 GICv3 nvme0q1
+irq 30 smp_affinity_list: 0-4
+irq 31 smp_affinity_list: 0
+"""
+
+
+def _arm64_runs(path: str):
+    from numalab.lab.arm64 import runs
+    return runs(path)
+
+
+def arm64_case(id: str, what: str, error: str, *, toml: str = ARM64_RUN_TOML,
+               console: str = ARM64_CONSOLE) -> LabCase:
+    """``data/lab/arm64``'s layout (runs.toml, logs/boot.log) with one change."""
+    def make(folder: Path) -> str:
+        d = folder / "arm64"
+        (d / "logs").mkdir(parents=True)
+        (d / "runs.toml").write_text(toml)
+        (d / "logs" / "boot.log").write_text(console)
+        return str(d)
+    return LabCase(id, "arm64", what, make, error.replace("{runs}", "{in}/arm64/runs.toml")
+                   .replace("{log}", "{in}/arm64/logs/boot.log"), api=_arm64_runs)
+
+
+def _file(rel: str, data: bytes) -> Callable[[Path], None]:
+    def prepare(folder: Path) -> None:
+        p = folder / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return prepare
+
+
+def build_lab_cases() -> list[LabCase]:
+    """Every lab case, in a stable order."""
+    cases: list[LabCase] = []
+    M, D = "{dump}/numalab/lab/manifest.json", dump_case
+    # -- the manifest: wrong types, missing keys, huge numbers, not JSON ------------------
+    cases += [
+        D("manifest-kernel-int", "the whole manifest is {\"kernel\": 5} (issue 29's example: "
+          "was an AttributeError)", f"{M}: kernel: expected an object, not 5",
+          raw_manifest=b'{"kernel": 5}'),
+        D("manifest-list", "the manifest is a JSON list", f"{M}: expected an object, not []",
+          raw_manifest=b"[]"),
+        D("manifest-not-json", "the manifest stops after '{'",
+          f"{M}: not valid JSON (line 1 column 2: Expecting property name enclosed in double "
+          "quotes)", raw_manifest=b"{"),
+        D("manifest-empty", "an empty manifest", f"{M}: not valid JSON (line 1 column 1: "
+          "Expecting value)", raw_manifest=b""),
+        D("manifest-non-utf8", "a Latin-1 byte in the manifest", f"{M}: not UTF-8 text (byte 11)",
+          raw_manifest=b'{"format":"\xe9"}'),
+        D("manifest-nan", "NaN for a number (Python's json reads it; JSON has no NaN)",
+          f"{M}: not valid JSON: NaN is not JSON",
+          raw_manifest=json.dumps({**lab_manifest(), "seconds": {"fetch": float("nan"),
+                                                                 "boot_and_collect": 1}}).encode()),
+        D("manifest-duplicate-key", "the key kernel twice (which one is meant?)",
+          f"{M}: not valid JSON: duplicate key \"kernel\"",
+          raw_manifest=b'{"kernel": {}, "kernel": 5}'),
+        D("manifest-deep", "5000 nested lists (found by fuzzing: a RecursionError)",
+          f"{M}: not valid JSON: nested more than 32 levels deep",
+          raw_manifest=b"[" * 5000 + b"]" * 5000),
+        D("manifest-long-number", "an integer of 5000 digits (Python refuses to convert it)",
+          f"{M}: not valid JSON: a number too long to read",
+          raw_manifest=b'{"kernel": ' + b"7" * 5000 + b"}"),
+        D("manifest-no-format", "the format key is missing",
+          f"{M}: format: missing (expected \"numalab-lab/1\")", manifest={"format": ...}),
+        D("manifest-format-2", "a format numalab does not know",
+          f"{M}: format: expected \"numalab-lab/1\", not \"numalab-lab/2\"",
+          manifest={"format": "numalab-lab/2"}),
+        D("manifest-no-release", "kernel.release is missing", f"{M}: kernel.release: missing "
+          "(expected a kernel release such as 7.2.13+deb14-amd64)",
+          manifest={"kernel.release": ...}),
+        D("manifest-release-number", "kernel.release is the number 7.2",
+          f"{M}: kernel.release: expected a kernel release such as 7.2.13+deb14-amd64, not 7.2",
+          manifest={"kernel.release": 7.2}),
+        D("manifest-release-path", "kernel.release holds a path",
+          f"{M}: kernel.release: expected a kernel release such as 7.2.13+deb14-amd64, not "
+          "\"../../etc\"", manifest={"kernel.release": "../../etc"}),
+        D("manifest-no-packages", "kernel.packages is empty",
+          f"{M}: kernel.packages: expected 1 to 16 entries, not 0",
+          manifest={"kernel.packages": []}),
+        D("manifest-short-sha", "a package's sha256 has 8 digits",
+          f"{M}: kernel.packages[0].sha256: expected a sha256 (64 hex digits), not \"abababab\"",
+          manifest={"kernel.packages.0.sha256": "ab" * 4}),
+        D("manifest-cpus-huge", "topology.cpus is 10^30",
+          f"{M}: topology.cpus: expected an integer in [1, 128], not "
+          "1000000000000000000000000000000", manifest={"topology.cpus": 10 ** 30}),
+        D("manifest-cpus-bool", "topology.cpus is true",
+          f"{M}: topology.cpus: expected an integer in [1, 128], not true",
+          manifest={"topology.cpus": True}),
+        D("manifest-cpus-product", "8 CPUs on 1 socket x 1 die x 2 cores x 2 threads",
+          f"{M}: topology.cpus: 8, but sockets x dies x cores x threads is 4",
+          manifest={"topology.cpus": 8}),
+        D("manifest-node-cpulist", "a node's cpus is '2-'",
+          f"{M}: topology.nodes[1].cpus: expected a CPU list of CPUs 0-127, not \"2-\"",
+          manifest={"topology.nodes.1.cpus": "2-"}),
+        D("manifest-node-overlap", "CPU 1 in both nodes",
+          f"{M}: topology.nodes[1].cpus: CPUs 1 are in an earlier node too",
+          manifest={"topology.nodes.1.cpus": "1-3"}),
+        D("manifest-node-gap", "CPU 3 in no node",
+          f"{M}: topology.nodes: CPUs 3 are in no node", manifest={"topology.nodes.1.cpus": "2"}),
+        D("manifest-node-order", "nodes listed as 1, 0",
+          f"{M}: topology.nodes[0].node: expected 0 (nodes in order from 0), not 1",
+          manifest={"topology.nodes.0.node": 1, "topology.nodes.1.node": 0}),
+        D("manifest-distances-asymmetric", "node0->node1 20, node1->node0 30",
+          f"{M}: topology.distances: node0->node1 is 20 but node1->node0 is 30: not symmetric",
+          manifest={"topology.distances": [[10, 20], [30, 10]]}),
+        D("manifest-distances-diagonal", "a local distance of 0",
+          f"{M}: topology.distances: node0->node0 is 0, not 10",
+          manifest={"topology.distances": [[0, 20], [20, 10]]}),
+        D("manifest-queues-huge", "an NVMe with 100000 I/O queues",
+          f"{M}: devices[0].io_queues: expected an integer in [1, 128], not 100000",
+          manifest={"devices.0.io_queues": 100000}),
+        D("manifest-queues-float", "io_queues is 2.0",
+          f"{M}: devices[0].io_queues: expected an integer in [1, 128], not 2.0",
+          manifest={"devices.0.io_queues": 2.0}),
+        D("manifest-device-node", "an NVMe on node 5 of a 2-node machine",
+          f"{M}: devices[0].node: 5, but the machine has 2 node(s)",
+          manifest={"devices.0.node": 5}),
+        D("manifest-nvme-options", "--nvme options asking for 2 controllers, one device",
+          f"{M}: nvme_options: ask for 2 controller(s), but devices lists 1",
+          manifest={"nvme_options": ["2@0:2"]}),
+        D("manifest-seconds-negative", "a negative boot time",
+          f"{M}: seconds.boot_and_collect: expected a finite number in [0, 1e+07], not -1",
+          manifest={"seconds.boot_and_collect": -1}),
+        D("manifest-patch-path", "kernel.build.patch climbs out of the patches folder",
+          f"{M}: kernel.build.patch: expected null or a patch file name (NAME.patch), not "
+          "\"../../../etc/passwd\"",
+          manifest={"kernel.build": {"recipe": "numalab-lab-build/1", "name": "7.2",
+                                     "source_package": "linux-source-7.2",
+                                     "source_version": "7.2.13-1", "fragment_sha256": "0" * 64,
+                                     "patch": "../../../etc/passwd", "patch_sha256": None}}),
+        D("manifest-command-newline", "numalab_command holds a newline",
+          f"{M}: numalab_command: expected the command line 'numalab lab run ...', not "
+          "\"numalab lab run x\\nrm -rf /\"",
+          manifest={"numalab_command": "numalab lab run x\nrm -rf /"}),
+        D("manifest-last-attempt-failed", "the last attempt oopsed",
+          f"{M}: attempts[0].result: expected \"ok\" (a dump comes from a boot that worked), "
+          "not \"oops\"", manifest={"attempts.0.result": "oops"}),
+        D("manifest-io-null-no-snapshot", "io says --io, the snapshots are gone",
+          "{dump}/numalab/lab/interrupts.before: missing, while the manifest's io says the run "
+          "read with --io", drop=("numalab/lab/interrupts.before", "numalab/lab/interrupts.after")),
+    ]
+    # -- the kernel's text files: ftrace, /proc/interrupts, affinities ---------------------
+    T = "numalab/lab/trace"
+    cases += [
+        D("trace-garbage", "a line of the probe trace that is not ftrace's",
+          "{dump}/numalab/lab/trace: line 3: expected a function-tracer line (TASK-PID [CPU] "
+          "FLAGS TIMESTAMP: FUNCTION <-CALLER), not 'hello world'",
+          set={T: "# tracer: function\n#\nhello world\n"}, kind="trace"),
+        D("trace-cpu-out-of-range", "a probe on CPU 7 of a 4-CPU guest",
+          "{dump}/numalab/lab/trace: line 1: CPU 7, but the manifest's machine has 4 CPUs",
+          set={T: " kworker/7:1-40 [007] ..... 3.1: nvme_probe <-local_pci_probe\n"},
+          kind="trace"),
+        D("trace-huge-pid", "a PID of 99999999999",
+          "{dump}/numalab/lab/trace: line 1: PID 99999999999 is beyond the kernel's "
+          "PID_MAX_LIMIT (4194304)",
+          set={T: " insmod-99999999999 [000] ..... 3.1: nvme_probe <-local_pci_probe\n"},
+          kind="trace"),
+        D("trace-infinite-time", "a timestamp of 400 digits (float() makes it infinite)",
+          "{dump}/numalab/lab/trace: line 1: timestamp '99999999999999999999' is not a finite "
+          "number", set={T: " insmod-4 [000] ..... " + "9" * 400 + ".0: nvme_probe <-x\n"},
+          kind="trace"),
+        D("trace-boot-garbage", "trace.boot cut in the middle of a line",
+          "{dump}/numalab/lab/trace.boot: line 2: expected a function-tracer line (TASK-PID "
+          "[CPU] FLAGS TIMESTAMP: FUNCTION <-CALLER), not 'swapper/0-1 [000] ..... 0.5: irq_c'",
+          set={"numalab/lab/trace.boot": "# tracer: function\n swapper/0-1 [000] ..... 0.5: "
+                                         "irq_c\n"}, kind="trace"),
+        D("interrupts-short-row", "a /proc/interrupts row with 3 counts under 4 CPU columns",
+          "{dump}/proc/interrupts: line 3: 3 counts for interrupt 25, expected 4 (one per CPU "
+          "column)", set={"proc/interrupts": IRQ_HEADER + "  24: 0 0 0 0  x nvme0q0\n"
+                          "  25: 0 0 0  x nvme0q1\n"}, kind="interrupts"),
+        D("interrupts-cpu-columns", "/proc/interrupts with 8 CPU columns for a 4-CPU guest",
+          "{dump}/proc/interrupts: line 1: 8 CPU columns, but the manifest's machine has 4 CPUs",
+          set={"proc/interrupts": " ".join(f"CPU{c}" for c in range(8)) + "\n"},
+          kind="interrupts"),
+        D("interrupts-header-garbage", "/proc/interrupts starts with a row, no header",
+          "{dump}/proc/interrupts: line 1: expected CPU columns in increasing order (CPU0 CPU1 "
+          "...), not '24:'", set={"proc/interrupts": "  24: 0 0 0 0  x nvme0q0\n"},
+          kind="interrupts"),
+        D("interrupts-twice", "interrupt 24 listed twice",
+          "{dump}/proc/interrupts: line 3: interrupt 24 listed twice",
+          set={"proc/interrupts": IRQ_HEADER + "  24: 0 0 0 0  x\n  24: 0 0 0 0  x\n"},
+          kind="interrupts"),
+        D("interrupts-snapshot-columns", "interrupts.after names CPU4 where before names CPU3",
+          "{dump}/numalab/lab/interrupts.after: line 1: CPU columns differ from those of "
+          "{in}/lab.tar.bz2:lab/numalab/lab/interrupts.before: the two snapshots must have the "
+          "same CPUs", set={"numalab/lab/interrupts.after": IRQ_HEADER.replace("CPU3", "CPU4")
+                            + _irq_rows(7)}, kind="interrupts"),
+        D("interrupts-went-down", "a count lower after the reads than before",
+          "{dump}/numalab/lab/interrupts.after: interrupt 25: went down on CPU column 0 (7 "
+          "before, 0 after); counters only grow",
+          set={"numalab/lab/interrupts.before": IRQ_HEADER + _irq_rows(7),
+               "numalab/lab/interrupts.after": IRQ_HEADER + _irq_rows(0)}, kind="interrupts"),
+        D("interrupts-one-snapshot", "interrupts.after without interrupts.before",
+          "{dump}/numalab/lab/interrupts.before: missing, while the other --io snapshot is "
+          "there", drop=("numalab/lab/interrupts.before",), kind="interrupts"),
+        D("affinity-garbage", "an NVMe vector's smp_affinity_list holds 'zz'",
+          "{dump}/proc/irq/25/smp_affinity_list: expected a CPU list, not 'zz'",
+          set={"proc/irq/25/smp_affinity_list": "zz\n"}, kind="sysfs"),
+        D("affinity-out-of-range", "an effective affinity on CPU 9 of 4",
+          "{dump}/proc/irq/26/effective_affinity_list: names CPU 9, but the manifest's "
+          "machine has 4 CPUs", set={"proc/irq/26/effective_affinity_list": "9\n"},
+          kind="sysfs"),
+        D("affinity-missing", "an NVMe vector without smp_affinity_list",
+          f"{{dump}}/proc/irq/24/smp_affinity_list: missing: a lab dump has it for every NVMe "
+          f"vector ({LAB_PCI})", drop=("proc/irq/24/smp_affinity_list",), kind="sysfs"),
+        D("numa-node-garbage", "the controller's numa_node holds 'zero'",
+          f"{{dump}}/sys/bus/pci/devices/{LAB_PCI}/numa_node: expected a node from -1 to 1, "
+          "not 'zero'", set={f"{LAB_DEV}/numa_node": "zero\n"}, kind="sysfs"),
+        D("blk-mq-garbage", "a blk-mq cpu_list holds '0-'",
+          "{dump}/sys/block/nvme0n1/mq/1/cpu_list: expected a CPU list, not '0-'",
+          set={f"{LAB_DEV}/nvme/nvme0/nvme0n1/mq/1/cpu_list": "0-\n"},
+          kind="sysfs"),
+        D("release-mismatch", "the guest's osrelease is not the manifest's kernel",
+          "{dump}/proc/sys/kernel/osrelease: '6.1.0-56-amd64', but the manifest's "
+          "kernel.release is '7.2.13+deb14-amd64'",
+          set={"proc/sys/kernel/osrelease": "6.1.0-56-amd64\n"}, kind="sysfs"),
+    ]
+    # -- numalab lab run / build-kernel arguments ------------------------------------------
+    A = arg_case
+    out = ["-o", "{in}/out.tar.bz2"]
+    cases += [
+        A("run-timeout-nan", "--timeout nan", RUN + ["--timeout", "nan"] + out,
+          "--timeout nan: expected a finite number of seconds in (0, 86400]"),
+        A("run-timeout-inf", "--timeout inf", RUN + ["--timeout", "inf"] + out,
+          "--timeout inf: expected a finite number of seconds in (0, 86400]"),
+        A("run-timeout-zero", "--timeout 0", RUN + ["--timeout", "0"] + out,
+          "--timeout 0.0: expected a finite number of seconds in (0, 86400]"),
+        A("run-timeout-negative", "--timeout=-5", RUN + ["--timeout=-5"] + out,
+          "--timeout -5.0: expected a finite number of seconds in (0, 86400]"),
+        A("run-io-count-zero", "--io-count 0", RUN + ["--io", "--io-count", "0"] + out,
+          "--io-count 0: expected an integer in [1, 65536]"),
+        A("run-kernel-garbage", "a kernel name with a shell command in it",
+          ["lab", "run", "--kernel", "7.2;reboot", "--topology", "numa:2 core:2"] + out,
+          "--kernel '7.2;reboot': expected a version (7.2), a release (7.2.13+deb14-amd64), a "
+          "package name or built:NAME"),
+        A("run-kernel-unknown-build", "built:nothing in an empty cache",
+          ["lab", "run", "--kernel", "built:nothing", "--topology", "numa:2 core:2"] + out,
+          "--kernel 'built:nothing': no built kernel named 'nothing'; built: none (numalab lab "
+          "build-kernel)"),
+        A("run-trace-name", "--trace with a ';' in a function name",
+          RUN + ["--trace", "nvme_probe;reboot"] + out,
+          "--trace 'nvme_probe;reboot': a kernel function name is letters, digits, _ and . "
+          "(1-128 characters)"),
+        A("run-newline", "a newline inside --topology (the manifest records the command on "
+          "one line)", ["lab", "run", "--kernel", "7.2", "--topology", "numa:2\ncore:2"] + out,
+          "--topology 'numa:2\\ncore:2': a control character in an argument (the manifest "
+          "records the command on one line)"),
+        A("run-cpus-too-many", "200 vCPUs", ["lab", "run", "--kernel", "7.2", "--topology",
+                                             "core:200"] + out,
+          "200 vCPUs: guests above 128 vCPUs are refused (beyond 255 APIC ids a guest needs "
+          "x2APIC, which this QEMU does not emulate under TCG); reproduce the shape scaled down"),
+        A("run-nodes-too-many", "129 nodes (128 of them memory only)",
+          ["lab", "run", "--kernel", "7.2", "--topology", "core:4", "--node-cpus",
+           "0-3" + ";" * 128, "--node-memory", ",".join(["256M"] + ["4M"] * 128)] + out,
+          "129 nodes: QEMU builds at most 128"),
+        A("run-memory-huge", "99999999 MiB on a node", RUN + ["--node-memory",
+                                                             "99999999M,256M"] + out,
+          "--node-memory: 100000255 MiB of guest memory in all; the lab allows at most 65536 "
+          "(the guest's RAM comes from this host)"),
+        A("run-nvme-count", "40 NVMe in one option", RUN + ["--nvme", "40@0:4"] + out,
+          "--nvme '40@0:4': 1 to 31 devices per option"),
+        A("run-nvme-queues", "999 I/O queues", RUN + ["--nvme", "1@0:999"] + out,
+          "--nvme '1@0:999': 1 to 128 I/O queues"),
+        A("run-nvme-node", "an NVMe on node 5 of 2", RUN + ["--nvme", "1@5:4"] + out,
+          "--nvme '1@5:4': node 5 does not exist (the machine has 2)"),
+        A("run-nvme-one-node-full", "32 NVMe on node 0 (an expander has 31 slots)",
+          RUN + ["--nvme", "31@0:1", "--nvme", "1@0:1"] + out,
+          "node 0: more than 31 NVMe devices on one expander bridge"),
+        A("run-nvme-16-nodes", "NVMe on 16 nodes (the expanders' bus numbers allow 15)",
+          ["lab", "run", "--kernel", "7.2", "--topology", "numa:16 core:1"]
+          + [a for n in range(16) for a in ("--nvme", f"1@{n}:1")] + out,
+          "--nvme: NVMe on 16 nodes; the lab gives each such node a PCI expander bridge, and "
+          "bus numbers allow 15"),
+        A("run-distances-asymmetric", "--distances 20 one way, 30 the other",
+          RUN + ["--distances", "10,20;30,10"] + out,
+          "--distances: node0->node1 is 20 but node1->node0 is 30: not symmetric"),
+        A("run-distances-diagonal", "--distances with 12 on the diagonal",
+          RUN + ["--distances", "12,20;20,10"] + out, "--distances: node0->node0 is 12, not 10"),
+        A("run-distances-ten", "--distances with a remote distance of 10",
+          RUN + ["--distances", "10,10;10,10"] + out,
+          "--distances: node0->node1 is 10; a remote distance must be 11 to 254"),
+        A("run-distances-255", "--distances 255 (QEMU's limit is 254)",
+          RUN + ["--distances", "10,255;255,10"] + out,
+          "--distances: node0->node1 is 255; a remote distance must be 11 to 254"),
+        A("run-distances-not-square", "--distances with 3 values in a row for 2 nodes",
+          RUN + ["--distances", "10,20,30;20,10"] + out,
+          "--distances: expected 2x2 for 2 node(s), not rows of [3, 2]"),
+        A("run-distances-words", "--distances 'ten'", RUN + ["--distances", "ten"] + out,
+          "--distances: distance \"ten\" in row 0 is not an integer"),
+        A("run-output-exists", "-o names a file that exists",
+          RUN + ["-o", "{in}/old.tar.bz2"],
+          "-o '{in}/old.tar.bz2': exists; lab never overwrites (choose another -o)",
+          prepare=_file("old.tar.bz2", b"keep me")),
+        A("run-output-no-folder", "-o in a folder that does not exist",
+          RUN + ["-o", "{in}/nowhere/x.tar.bz2"],
+          "-o '{in}/nowhere/x.tar.bz2': folder '{in}/nowhere' does not exist"),
+        A("run-output-under-file", "-o under a regular file",
+          RUN + ["-o", "{in}/afile/x.tar.bz2"],
+          "-o '{in}/afile/x.tar.bz2': folder '{in}/afile' is not a folder",
+          prepare=_file("afile", b"x")),
+        A("run-output-not-tar", "-o x.zip", RUN + ["-o", "{in}/x.zip"],
+          "-o '{in}/x.zip': the output must end in .tar.bz2 (or be a folder)"),
+        A("build-patch-missing", "--patch names no file", BUILD + ["--patch", "{in}/no.patch"],
+          "--patch '{in}/no.patch': patch file {in}/no.patch not found", kind="lab build-kernel"),
+        A("build-patch-not-diff", "--patch is a text without hunks",
+          BUILD + ["--patch", "{in}/notes.patch"],
+          "--patch '{in}/notes.patch': not a unified diff (no hunks)", kind="lab build-kernel",
+          prepare=_file("notes.patch", b"just some notes\n")),
+        A("build-patch-folder", "--patch names a folder", BUILD + ["--patch", "{in}"],
+          "--patch '{in}': not a regular file", kind="lab build-kernel"),
+        A("build-jobs-zero", "-j 0", BUILD + ["-j", "0"],
+          "-j 0: expected an integer in [1, 256]", kind="lab build-kernel"),
+        A("build-jobs-huge", "-j 100000", BUILD + ["-j", "100000"],
+          "-j 100000: expected an integer in [1, 256]", kind="lab build-kernel"),
+        A("build-source-garbage", "--source 7", ["lab", "build-kernel", "--source", "7"],
+          "--source '7': a kernel version such as 7.2 or 6.12", kind="lab build-kernel"),
+        A("build-name-path", "-o ../x (a build name that would leave the cache)",
+          BUILD + ["-o", "../x"], "build name '../x': use 1-64 letters, digits and . _ + - (not "
+          "starting with .)", kind="lab build-kernel"),
+    ]
+    # -- numalab lab sweep: the matrix file and the options ---------------------------------
+    SW = ["lab", "sweep", "{in}/m.toml", "-o", "{in}/out"]
+    GOOD = 'machines = ["numa:2 core:2"]\nkernels = ["7.2"]\nnvme = ["3@0:8"]\n'
+    M2 = "{in}/m.toml"
+
+    def sweep(id: str, what: str, toml: str, error: str, extra: list[str] = ()) -> LabCase:
+        return A(id, what, SW + list(extra), error, kind="lab sweep",
+                 prepare=_file("m.toml", toml.encode()))
+    cases += [
+        sweep("sweep-not-toml", "the matrix stops after 'machines = ['",
+              "machines = [", f"{M2}: not valid TOML: Invalid value (at end of document)"),
+        sweep("sweep-no-machines", "a matrix without machines",
+              'kernels = ["7.2"]\nnvme = ["3@0:8"]\n',
+              f"{M2}: machines: missing (expected a list of 1 to 4096 entries (a dump path or a "
+              "synthetic string))"),
+        sweep("sweep-nvme-not-list", "nvme is a string, not a list of layouts",
+              GOOD.replace('["3@0:8"]', '"3@0:8"'),
+              f"{M2}: nvme: expected a list (an NVMe layout (3@0:8, per-node:1:8)), not \"3@0:8\""),
+        sweep("sweep-kernel-garbage", "a kernel with a shell command in it",
+              GOOD.replace('"7.2"', '"7.2;reboot"'),
+              f"{M2}: kernels[0]: expected a kernel (7.2, a release, or built:NAME), not "
+              "\"7.2;reboot\""),
+        sweep("sweep-kernel-unknown-build", "built:nothing in an empty cache",
+              GOOD.replace('"7.2"', '"built:nothing"'),
+              f"{M2}: kernels[0]: no built kernel named 'nothing'; built: none (numalab lab "
+              "build-kernel)"),
+        sweep("sweep-machine-missing", "a machine that is neither a file nor a synthetic string",
+              GOOD.replace('"numa:2 core:2"', '"nothing.tar.bz2"'),
+              f"{M2}: machines[0]: {{in}}/nothing.tar.bz2: no such file or directory, and not a "
+              "synthetic description (for example \"numa:2 core:8 pu:2\")"),
+        sweep("sweep-layout-garbage", "an NVMe layout without queues",
+              GOOD.replace('"3@0:8"', '"3@0"'),
+              f"{M2}: nvme[0]: \"3@0\": expected N@NODE:QUEUES options separated by spaces "
+              "(3@0:8 3@1:8) or per-node:N[:QUEUES]"),
+        sweep("sweep-layout-queues", "per-node with 999 I/O queues",
+              GOOD.replace('"3@0:8"', '"per-node:1:999"'),
+              f"{M2}: nvme[0]: \"per-node:1:999\": 1 to 128 I/O queues"),
+        sweep("sweep-cmdline", "a kernel command line with a ';'",
+              GOOD + 'cmdline = ["init=/bin/sh;reboot"]\n',
+              f"{M2}: cmdline[0]: a kernel parameter is letters, digits and _ . , = : / + - "
+              "(words separated by spaces)"),
+        sweep("sweep-timeout-zero", "timeout = 0", GOOD + "timeout = 0\n",
+              f"{M2}: timeout: expected a finite number in [1, 86400], not 0"),
+        sweep("sweep-duplicate", "the same kernel twice (the same boots twice)",
+              GOOD.replace('["7.2"]', '["7.2", "7.2"]'),
+              f"{M2}: kernels: \"7.2\" is listed twice"),
+        sweep("sweep-scheduler", "--scheduler http://x (Dask's address is tcp://HOST:PORT)",
+              GOOD, "--scheduler 'http://x': expected tcp://HOST:PORT",
+              ["--scheduler", "http://x"]),
+        sweep("sweep-workers-zero", "--workers 0", GOOD,
+              "--workers 0: expected an integer in [1, 256]", ["--workers", "0"]),
+        sweep("sweep-output-file", "-o names a regular file", GOOD,
+              "-o '{in}/m.toml': not a folder", ["-o", "{in}/m.toml"]),
+    ]
+    # -- files of the lab's cache -----------------------------------------------------------
+    cases += [
+        A("cache-built-name-key", "a built/NAME.json whose key climbs out of the cache",
+          ["lab", "build-kernel", "--list"],
+          "{in}/cache/built/evil.json: key: expected a build key (16 hex digits), not "
+          "\"../../../etc\"", kind="cache",
+          prepare=_file("cache/built/evil.json", b'{"key": "../../../etc"}')),
+        A("cache-kernel-json", "a cached kernel.json whose release is a number",
+          ["lab", "kernels", "--cached"],
+          "{in}/cache/kernels/x/kernel.json: release: expected a kernel release such as "
+          "7.2.13+deb14-amd64, not 7", kind="cache",
+          prepare=_file("cache/kernels/x/kernel.json", b'{"release": 7}')),
+    ]
+    # -- data/lab/arm64: runs.toml and the consoles --------------------------------------------
+    R = arm64_case
+    cases += [
+        R("arm64-not-toml", "runs.toml is not TOML",
+          "{runs}: Expected '=' after a key in a key/value pair (at line 1, column 5)",
+          toml="run run\n"),
+        R("arm64-no-run", "runs.toml without [[run]] tables",
+          "{runs}: run: missing (expected a list of 1 to 1024 entries (an object))", toml=""),
+        R("arm64-missing-log", "a run without its log key",
+          "{runs}: run[0].log: missing (expected a log file name (NAME.log, no folder))",
+          toml=ARM64_RUN_TOML.replace('log = "boot.log"\n', "")),
+        R("arm64-log-path", "a log that climbs out of logs/",
+          "{runs}: run[0].log: expected a log file name (NAME.log, no folder), not "
+          "\"../../x.log\"", toml=ARM64_RUN_TOML.replace('"boot.log"', '"../../x.log"', 1)),
+        R("arm64-log-absent", "a log named but not in logs/",
+          "{runs}: run[0].log: 'other.log': no such file in {in}/arm64/logs",
+          toml=ARM64_RUN_TOML.replace('"boot.log"', '"other.log"', 1)),
+        R("arm64-kernel", "a kernel the runs do not build",
+          "{runs}: run[0].kernel: expected one of \"7.2\", \"7.2-rotate\", not \"7.3\"",
+          toml=ARM64_RUN_TOML.replace('kernel = "7.2"', 'kernel = "7.3"')),
+        R("arm64-queues-negative", "max_ioqpairs = -8",
+          "{runs}: run[0].max_ioqpairs: expected an integer in [1, 65535], not -8",
+          toml=ARM64_RUN_TOML.replace("max_ioqpairs = 8", "max_ioqpairs = -8")),
+        R("arm64-clusters-overlap", "CPU 3 in two clusters",
+          "{runs}: run[0].clusters[1]: CPUs 3 are listed twice",
+          toml=ARM64_RUN_TOML.replace('["0-3", "4"]', '["0-3", "3-4"]')),
+        R("arm64-clusters-nodes", "clusters of CPUs 0-5 on nodes of CPUs 0-4",
+          "{runs}: run[0].clusters: cover CPUs 0-5, but the nodes cover 0-4",
+          toml=ARM64_RUN_TOML.replace('["0-3", "4"]', '["0-3", "4-5"]')),
+        R("arm64-console-affinity", "a console whose affinity list is '0-'",
+          "{log}: line 8: expected a CPU list, not '0-'",
+          console=ARM64_CONSOLE.replace("irq 31 smp_affinity_list: 0\n",
+                                        "irq 31 smp_affinity_list: 0-\n")),
+        R("arm64-console-cpu", "a console naming CPU 9 of a 5-CPU run",
+          "{log}: line 8: names CPU 9, but the run has 5 CPUs",
+          console=ARM64_CONSOLE.replace("irq 31 smp_affinity_list: 0\n",
+                                        "irq 31 smp_affinity_list: 9\n")),
+        R("arm64-console-queues", "a console claiming 99999 NVMe queues",
+          "{log}: line 1: 99999 default queues; expected 1 to 65535",
+          console=ARM64_CONSOLE.replace("5/0/0", "99999/0/0")),
+    ]
+    return cases
+
+
+LAB_CASES = build_lab_cases()
+
+
+def lab_readme_table() -> str:
+    """The Markdown table of the lab corpus (``tests/data/bad/README.md``)."""
+    rows = ["| case | kind | input | exact error |", "|---|---|---|---|"]
+    for c in LAB_CASES:
+        err = c.error.replace("{in}", "IN").replace("|", "/")
+        rows.append(one_line(f"| {c.id} | {c.kind} | {c.what.replace('|', '/')} | `{err}` |"))
+    return "\n".join(rows)
+
+
 def readme_table() -> str:
     """The Markdown table of the corpus (``tests/data/bad/README.md`` holds it)."""
     rows = ["| case | kind | input | expected |", "|---|---|---|---|"]
@@ -728,4 +1352,5 @@ def readme_table() -> str:
 
 
 if __name__ == "__main__":
-    print(readme_table())
+    import sys
+    print(lab_readme_table() if sys.argv[1:] == ["lab"] else readme_table())

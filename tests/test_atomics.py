@@ -138,3 +138,41 @@ def test_run_atomics_stores_refops(lib):
     assert {"refcount_t get", "refcount_t put", "percpu add"} <= set(t["arm"])
     assert "increments" not in r
     assert "reference operations" in atomics.render(r)
+
+
+def test_repeated_runs_record_load_host_and_zero_work(lib, monkeypatch):
+    """``collect --bench`` stores several whole runs, each with its load and
+    host CPU, and the zero-work rows the model's local costs are read from."""
+    monkeypatch.setattr(atomics, "run_refops",
+                        lambda max_threads=None, quick=False, _real=atomics.run_refops:
+                        _real(max_threads=1, quick=True, trials=2))
+    r = atomics.run_atomics_repeated(3, max_threads=1, quick=True, pause_s=0)
+    assert len(r["runs"]) == 3 and r["latency"] == r["runs"][0]["latency"]
+    for run in r["runs"]:
+        assert len(run["loadavg"]) == 3 and len(run["loadavg_before"]) == 3
+        assert "hypervisor" in run["host"]
+    assert 0 in set(atomics.refops_table(r["runs"][0]["refops"])["work_ns"])
+    t = atomics.runs_table(r)
+    assert sorted(t["run"].unique()) == [1, 2, 3]
+    sp = atomics.spread_over_runs(r)
+    assert (sp["runs"] == 3).all()
+    assert (sp["run_low"] <= sp["mops"]).all() and (sp["mops"] <= sp["run_high"]).all()
+    assert (sp["trial_low"] <= sp["run_low"]).all()
+    # a record of the one-run format reads as one run
+    assert len(atomics.runs_of(r["runs"][0])) == 1
+
+
+def test_host_cpu_reads_the_first_block():
+    text = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+            "model name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu sse\n\n"
+            "processor\t: 1\nmodel name\t: other\n")
+    h = atomics.host_cpu(text)
+    assert h == {"vendor_id": "GenuineIntel", "cpu_family": "6", "model": "207",
+                 "model_name": "Intel(R) Xeon(R) Processor", "hypervisor": False}
+    assert atomics.host_cpu("") == {"hypervisor": False}
+
+
+def test_gap_constant_is_the_c_sources():
+    import re
+    m = re.search(r"#define GAP_NS ([\d.]+)", atomics._C_SOURCE)
+    assert m and float(m.group(1)) == atomics.GAP_NS

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from bad_corpus import CASES, DATA, good_files, good_links, readme_table, _write_tree
+from bad_corpus import (CASES, DATA, LAB_CASES, good_files, good_lab_files, good_links,
+                        lab_readme_table, readme_table, _compress, _tar_of_tree, _write_tree)
 from numalab.cli import main
 from numalab.errors import NumalabError, TopologyError, one_line
 from numalab.topology import load
@@ -181,3 +182,82 @@ def test_readme_table_is_current():
     distinct = {c.id.split("[")[0] for c in CASES}
     bad = {c.id.split("[")[0] for c in CASES if c.problem is not None}
     assert f"**{len(distinct)} distinct inputs: {len(bad)} bad inputs" in readme
+
+
+# -- the lab's files and arguments (issue 29) -------------------------------------------------
+
+LAB_IDS = [c.id for c in LAB_CASES]
+
+
+def test_lab_corpus_ids_unique_and_counted():
+    assert len(LAB_IDS) == len(set(LAB_IDS)) and len(LAB_IDS) >= 30
+    kinds = {c.kind for c in LAB_CASES}
+    assert {"dump", "trace", "interrupts", "lab run", "lab build-kernel", "arm64"} <= kinds
+
+
+def test_good_lab_dump_reads(tmp_path, capsys):
+    """Every dump case is this dump with one change: it must read cleanly."""
+    from numalab.lab.dump import read_lab_dump
+    files, links = good_lab_files()
+    p = tmp_path / "lab.tar.bz2"
+    p.write_bytes(_compress(_tar_of_tree(files, links, top="lab"), "tar.bz2"))
+    d = read_lab_dump(p)
+    [c] = d.nvme
+    assert (c.address, c.node, c.msi_vectors, [i.queue for i in c.irqs]) == (
+        "0000:11:01.0", 0, 3, [0, 1, 2])
+    assert d.blk_mq == {"nvme0n1": {0: 0b0011, 1: 0b1100}}
+    assert d.io_deltas == {"25": (7, 0, 0, 0)} and [t.cpu for t in d.trace] == [0]
+    assert main(["lab", "show", str(p)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "irq 25" in out and "io: irq 25 nvme0q1: cpu0:7" in out
+
+
+@pytest.fixture
+def lab_sandbox(sandbox, monkeypatch):
+    """The sandbox, with the lab's cache in ``in/cache`` (not created: a
+    case that needs one makes it)."""
+    inp, freeze, check = sandbox
+    monkeypatch.setenv("NUMALAB_CACHE", str(inp / "cache"))
+    return sandbox
+
+
+@pytest.mark.parametrize("case", LAB_CASES, ids=LAB_IDS)
+def test_lab_input(case, lab_sandbox, capsys):
+    """One line, exactly the expected one, exit 2, from the command and from
+    the function behind it; nothing written, changed or removed."""
+    from numalab.lab import LabError
+    inp, freeze, check = lab_sandbox
+    source = case.make(inp)
+    freeze()
+    expected = case.error.replace("{in}", str(inp))
+    assert "\n" not in expected
+    if case.api is not None:
+        with pytest.raises(LabError) as e:
+            case.api(source)
+        assert str(e.value) == expected
+    if case.argv is not None:
+        rc = main(case.argv(source))
+        out, err = capsys.readouterr()
+        assert (rc, out, err) == (2, "", f"numalab lab: error: {expected}\n")
+    check()
+
+
+def test_lab_process_issue_example(sandbox):
+    """Issue 29's example through a real process: {"kernel": 5} as the manifest."""
+    inp, freeze, check = sandbox
+    case = next(c for c in LAB_CASES if c.id == "manifest-kernel-int")
+    source = case.make(inp)
+    freeze()
+    env = {**os.environ, "TMPDIR": str(inp.parent / "tmp"), "PYTHONDONTWRITEBYTECODE": "1"}
+    r = subprocess.run([sys.executable, "-m", "numalab", "lab", "show", source],
+                       capture_output=True, text=True, cwd=inp.parent / "cwd", env=env,
+                       timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"numalab lab: error: {case.error.replace('{in}', str(inp))}\n"
+    check()
+
+
+def test_lab_readme_table_is_current():
+    readme = (DATA / "README.md").read_text()
+    assert lab_readme_table() in readme
+    assert f"**{len(LAB_CASES)} lab inputs" in readme

@@ -382,3 +382,28 @@ def test_docstring_examples():
     import doctest
     res = doctest.testmod(collect_mod)
     assert res.attempted >= 3 and res.failed == 0
+
+
+def test_bench_stores_the_runs_asked_for(fake, tmp_path, monkeypatch):
+    """``collect --bench --runs N`` stores N whole runs of the benchmark (the
+    benchmark itself is faked here; tests/test_atomics.py runs the real one)."""
+    import json
+
+    from numalab.measure import atomics
+
+    seen = {}
+
+    def fake_runs(runs, max_threads=None, quick=False, progress=None, pause_s=1.0):
+        seen["runs"] = runs
+        one = {"kind": "atomics", "loadavg": [0.1, 0.1, 0.1], "loadavg_before": [0.1, 0.1, 0.1],
+               "host": {"model_name": "X", "hypervisor": False}, "seconds": 0.0}
+        return {**one, "runs": [one] * runs}
+    monkeypatch.setattr(atomics, "run_atomics_repeated", fake_runs)
+    import numalab.measure as M
+    monkeypatch.setattr(M, "run_idle_inputs", lambda quick=False: {"kind": "idle_inputs"})
+    out = tmp_path / "b.tar.bz2"
+    assert main(["collect", "--root", str(fake), "-o", str(out), "--bench", "--runs", "3"]) == 0
+    rec = json.loads(_read(out, "b/numalab/bench.json"))
+    assert seen["runs"] == 3 and len(rec["runs"]) == 3 and rec["host"]["model_name"] == "X"
+    assert main(["collect", "--root", str(fake), "-o", str(tmp_path / "c.tar.bz2"), "--bench"]) == 0
+    assert seen["runs"] == atomics.RUNS >= 5

@@ -401,7 +401,7 @@ def test_cli_errors_exit_2(argv, capsys):
 
 
 def test_bench_command_runs(capsys):
-    rc = cli.main(["bench", "group-cpus", "--seconds", "0.01", "--json"])
+    rc = cli.main(["bench", "group-cpus", "--seconds", "0.01", "--repeats", "1", "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert {(r["topology"], r["variant"]) for r in out["cases"]} == {

@@ -496,8 +496,8 @@ def test_write_lab_dump_reads_back(tmp_path):
     from numalab.lab.run import write_lab_dump
     from numalab.topology import load
     out = tmp_path / "fake.tar.bz2"
-    manifest = {"format": "numalab-lab/1", "devices": [{"node": 0, "io_queues": 2}],
-                "io": {"reads_per_cpu_per_namespace": 16}}
+    from bad_corpus import lab_manifest
+    manifest = lab_manifest(ncpus=4, queues=2, io=True)
     path = write_lab_dump(fake_guest(with_io=True), out, manifest, "NUMALAB: init\n", tmp_path)
     assert path == out
     d = read_lab_dump(out)

@@ -213,7 +213,9 @@ def test_a_cached_build_is_reused_and_named(cache, tmp_path):
     (d / "vmlinuz").write_bytes(b"")
     (d / "kernel.json").write_text(json.dumps({
         "release": "7.2.13-numalab", "upstream": "7.2.13", "packages": [], "modules": [],
-        "build": {"key": base, "patch": None}}))
+        "build": {"recipe": B.RECIPE, "key": base, "name": "7.2",
+                  "source_package": "linux-source-7.2", "source_version": "7.2.13-1",
+                  "fragment_sha256": "0" * 64, "patch": None, "patch_sha256": None}}))
     said = []
     k = B.build_kernel("7.2", name="mine", progress=said.append)
     assert k.dir == d and k.build["key"] == base
@@ -232,7 +234,7 @@ def test_a_cached_build_is_reused_and_named(cache, tmp_path):
     (["--source", "7.2", "--patch", "/nonexistent.patch"],
      "patch file /nonexistent.patch not found"),
     (["--source", "7.2", "-o", "../up"], "build name '../up'"),
-    (["--source", "7.2", "-j", "0"], "-j must be at least 1"),
+    (["--source", "7.2", "-j", "0"], "-j 0: expected an integer in [1, 256]"),
     ([], "--source VERSION is required"),
 ])
 def test_cli_bad_input_is_one_line(cache, capsys, argv, message):

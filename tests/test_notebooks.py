@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import chapter_notebooks, quick_datasets
+from conftest import chapter_notebooks, quick_executed
 from numalab import build
 
 NOTEBOOKS = chapter_notebooks()
@@ -58,18 +58,12 @@ def test_second_cell_enables_renderer(path):
         f"{path.name}: the second code cell must call numalab.render.enable()"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_executes_quick(path, quick_project, tmp_path):
-    src = quick_project / "notebooks" / path.name
-    params = build.parameters_for(build.notebook_parameters(src), quick_datasets(), quick=True)
-    key = build.cache_key(src, params, build.package_digest())
-    executed = quick_project / ".numalab-cache" / "notebooks" / f"{path.stem}-{key}.ipynb"
-    if not executed.exists():
-        out = tmp_path / path.name
-        result = build.execute_notebook(src, out, params, f"notebooks/{path.name}")
-        assert result["ok"], result["message"]
-        executed.parent.mkdir(parents=True, exist_ok=True)
-        out.replace(executed)   # the session's quick book reuses it
+def test_executes_quick(path, quick_book):
+    project, status, lines = quick_book
+    executed = quick_executed(project, path.stem)
+    assert executed.is_file(), f"the quick build did not execute {path.name}: {lines[-3:]}"
     cells = _cells(executed)
     code = [c for c in cells if c["cell_type"] == "code"]
     errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]

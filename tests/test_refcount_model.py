@@ -130,5 +130,9 @@ def test_bench_comparison_labels_and_inputs():
     # no window: a transfer of 100 ns per operation caps the line at 10 M/s
     assert two.loc[0.0, "model"] < 10.5
     assert two.loc[1.0, "model"] > two.loc[0.0, "model"]
+    # the local cost comes from the zero-work row, not the assumed 2 ns
+    assert (df["local"] == "measured").all() and (df["runs"] == 1).all()
+    # one run: the measured range is its trials' range
+    assert two["measured_low"].iloc[0] == pytest.approx(18.0)
     with pytest.raises(ValueError):
         bench_comparison(t, {"latency": bench["latency"]})

@@ -25,6 +25,12 @@ Two stages, both incremental and both all-or-nothing:
    inputs hash the same as those of the book already in ``_build/html``
    (recorded in ``_build/html/.numalab-inputs``), Sphinx is skipped.
 
+Before the first notebook runs, the machine archives the chapters read
+(the datasets and the lab dumps) are parsed once, over ``--jobs``
+processes, into ``.numalab-cache/topologies`` and
+``.numalab-cache/archives`` (:func:`prewarm`): parallel chapters would
+otherwise each parse the same tarballs.
+
 A failing notebook is reported as ``notebooks/X.ipynb: cell N failed:
 ExcType: message`` (N counts every cell of the source notebook from 1),
 its partly executed copy is kept in ``.numalab-cache/failed/`` for
@@ -119,17 +125,40 @@ class Project:
 
 
 def notebook_parameters(path: Path) -> dict:
-    """The names and defaults declared in a notebook's ``parameters`` cell,
-    as papermill reads them: ``{name: {"default": "...", ...}}``.
+    """The names and defaults declared in a notebook's ``parameters`` cell:
+    ``{name: {"name": name, "default": "source text of the value"}}``, the
+    names and defaults papermill's ``inspect_notebook`` gives, read with
+    :mod:`ast` (importing papermill takes seconds, and a rebuild with
+    nothing to execute should not pay them).
 
-    Raises NumalabError when the notebook has no cell tagged ``parameters``.
+    Raises NumalabError when the notebook has no cell tagged ``parameters``
+    or that cell is not valid Python.
     """
-    import papermill
+    import ast
     nb = _read_json(path)
-    if not any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"]):
+    cell = next((c for c in nb["cells"] if c.get("cell_type") == "code"
+                 and "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
         raise NumalabError(f"{path}: no cell is tagged 'parameters' (see README, "
                            "'Notebook conventions')")
-    return dict(papermill.inspect_notebook(str(path)))
+    src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    try:
+        tree = ast.parse(src)
+    except SyntaxError as e:
+        raise NumalabError(f"{path}: the parameters cell is not valid Python "
+                           f"(line {e.lineno}: {e.msg})") from None
+    out: dict = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and node.value is not None:
+            targets = [t for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None \
+                and isinstance(node.target, ast.Name):
+            targets = [node.target]
+        else:
+            continue
+        for t in targets:
+            out[t.id] = {"name": t.id, "default": ast.get_source_segment(src, node.value)}
+    return out
 
 
 def parameters_for(declared: Iterable[str], datasets: list[str], quick: bool) -> dict:
@@ -220,7 +249,7 @@ def package_digest(package_dir: Path | None = None) -> str:
     return _sha([[str(p.relative_to(base)), _file_sha(p)] for p in files])
 
 
-def cache_key(notebook: Path, params: dict, package: str) -> str:
+def cache_key(notebook: Path, params: dict, package: str, memo: dict | None = None) -> str:
     """The cache key of one execution (see the module docstring).
 
     Data files are found through ``params["datasets"]``: an entry that is an
@@ -230,7 +259,14 @@ def cache_key(notebook: Path, params: dict, package: str) -> str:
     data = []
     for d in params.get("datasets", []):
         if isinstance(d, str) and os.path.exists(d):
-            data.append([d, path_digest(Path(d))])
+            # ``memo``: one build hashes each data file once, not once per chapter
+            if memo is None or d not in memo:
+                digest = path_digest(Path(d))
+                if memo is None:
+                    data.append([d, digest])
+                    continue
+                memo[d] = digest
+            data.append([d, memo[d]])
     return _sha({"notebook": notebook_digest(notebook), "params": params,
                  "data": data, "package": package})
 
@@ -495,7 +531,50 @@ def _latest_cached(folder: Path, stem: str) -> Path | None:
     return entries[0] if entries else None
 
 
-def _start_worker(job: Job, tmpdir: Path, rel_path: str) -> None:
+def _archive_cache(project: "Project") -> Path:
+    return project.cache / "archives"
+
+
+def _warm_one(item: tuple[str, bool]) -> bool:
+    """Parse one archive into the caches; False when it cannot be read (the
+    chapter that reads it reports the error)."""
+    from .datasets import load_cached
+    from .topology.safetar import read_archive
+    path, lab = item
+    try:
+        load_cached(path)
+        if lab:
+            read_archive(path)
+    except Exception:       # noqa: BLE001 - reported by the chapter, not here
+        return False
+    return True
+
+
+def _warm_init(root: str, archives: str) -> None:
+    from .topology.safetar import CACHE_ENV
+    os.chdir(root)                        # the topology cache is the checkout's
+    os.environ[CACHE_ENV] = archives
+
+
+def prewarm(project: "Project", datasets: list[str], jobs: int) -> int:
+    """Parse every archive among ``datasets`` and the lab dumps into the
+    caches, ``jobs`` processes at once; returns how many were parsed."""
+    from .datasets import lab_datasets
+    items = [(d, False) for d in datasets if d.endswith((".tar.bz2", ".tar.gz", ".tar.xz", ".tgz"))
+             and os.path.isfile(d)]
+    try:
+        items += [(d, True) for d in lab_datasets(project.root)]
+    except NumalabError:
+        pass
+    if not items:
+        return 0
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=max(1, jobs), initializer=_warm_init,
+                             initargs=(str(project.root), str(_archive_cache(project)))) as pool:
+        return sum(pool.map(_warm_one, items, chunksize=1))
+
+
+def _start_worker(job: Job, tmpdir: Path, rel_path: str, archives: Path) -> None:
     output = tmpdir / f"{job.stem}.ipynb"
     spec = tmpdir / f"{job.stem}.json"
     spec.write_text(json.dumps({"notebook": str(job.source), "output": str(output),
@@ -506,6 +585,8 @@ def _start_worker(job: Job, tmpdir: Path, rel_path: str) -> None:
     # A build started from a JupyterLab cell must still render book output:
     # the renderer reads JPY_SESSION_NAME to tell a Jupyter server's kernel.
     env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
+    from .topology.safetar import CACHE_ENV
+    env[CACHE_ENV] = str(archives)
     job.proc = subprocess.Popen([sys.executable, "-m", "numalab.build", "execute", str(spec)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env)
@@ -563,7 +644,7 @@ def _run_jobs(todo: list[Job], jobs: int, project: Project, say: Callable[[str],
                 job = queue.pop(0)
                 rel = project.rel(job.source)
                 say(f"{rel}: running")
-                _start_worker(job, tmpdir, rel)
+                _start_worker(job, tmpdir, rel, _archive_cache(project))
                 running.append(job)
             time.sleep(0.1)
             for job in [j for j in running if j.proc.poll() is not None]:
@@ -651,12 +732,20 @@ def _materialize(plan: dict[str, bytes | Path], dest: Path) -> None:
             shutil.copyfile(v, out)
 
 
-def _sphinx(src: Path, out: Path, log: Path) -> None:
+# jupyter-book's command line has no --jobs; its build_sphinx() takes one and
+# hands it to Sphinx (parallel reading and writing; myst-nb is parallel-safe,
+# and Sphinx falls back to one process for an extension that is not).
+_SPHINX_MAIN = (
+    "import sys, functools, numalab, jupyter_book.sphinx as js; "
+    "js.build_sphinx = functools.partial(js.build_sphinx, jobs={jobs}); "
+    "from jupyter_book.cli.main import main; sys.argv[0] = 'jupyter-book'; main()")
+
+
+def _sphinx(src: Path, out: Path, log: Path, jobs: int = 1) -> None:
     """Run jupyter-book in a child process (Ctrl-C reaches it too, and a
-    crash cannot take the build's bookkeeping with it)."""
-    cmd = [sys.executable, "-c",
-           "import sys; from jupyter_book.cli.main import main; "
-           "sys.argv[0] = 'jupyter-book'; main()",
+    crash cannot take the build's bookkeeping with it), Sphinx with ``jobs``
+    processes."""
+    cmd = [sys.executable, "-c", _SPHINX_MAIN.format(jobs=int(jobs)),
            "build", str(src), "--path-output", str(out), "--builder", "html"]
     env = dict(os.environ, PYDEVD_DISABLE_FILE_VALIDATION="1")
     with open(log, "w") as f:
@@ -711,10 +800,11 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
         store = project.cache / "notebooks"
 
         all_jobs: list[Job] = []
+        digests: dict[str, str] = {}
         for stem in chapter_order(sources):
             src = sources[stem]
             params = parameters_for(notebook_parameters(src), datasets, quick)
-            key = cache_key(src, params, package)
+            key = cache_key(src, params, package, digests)
             all_jobs.append(Job(stem, src, params, key, store / f"{stem}-{key}.ipynb"))
 
         todo = []
@@ -736,6 +826,12 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
                     say(f"{rel}: cached (from an earlier run; its inputs have changed since)")
             else:
                 todo.append(job)
+        if len(todo) > 1:       # one chapter alone reads only what it needs
+            t0 = time.monotonic()
+            n = prewarm(project, datasets, jobs)
+            if n:
+                say(f"machines: {n} archives parsed or found in the cache in "
+                    f"{time.monotonic() - t0:.1f} s")
         _run_jobs(todo, jobs, project, say)
 
         failed = [j for j in all_jobs if j.status == "failed"]
@@ -765,7 +861,7 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
                 t0 = time.monotonic()
                 _materialize(plan, staging / "src")
                 log = project.build_dir / "jupyter-book.log"
-                _sphinx(staging / "src", staging / "out", log)
+                _sphinx(staging / "src", staging / "out", log, jobs)
                 html_new = staging / "out" / "_build" / "html"
                 (html_new / INPUTS_FILE).write_text(digest + "\n")
                 say(f"html: done in {time.monotonic() - t0:.1f} s")

@@ -24,9 +24,9 @@ def add_parser(sub) -> None:
                         "(directory or .tar.bz2), hwloc .xml, lscpu .csv, .toml "
                         "descriptions or synthetic strings (default: data/ and "
                         "../shared/topologies/hwloc)")
-    p.add_argument("--jobs", "-j", type=option_integer(1, MAX_JOBS), default=1, metavar="N",
+    p.add_argument("--jobs", "-j", type=option_integer(1, MAX_JOBS), default=None, metavar="N",
                    help=f"notebooks executed at once, each in its own process, 1..{MAX_JOBS} "
-                        f"(default 1)")
+                        f"(default: the CPUs this process may use, {usable_cpus()} here)")
     p.add_argument("--only", metavar="CHAPTER",
                    help="execute just this chapter (name like 03-probing, or number "
                         "like 3); the others come from the cache")
@@ -37,6 +37,16 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, so a container's
+    or ``taskset``'s limit counts), at most MAX_JOBS; 1 when unknown."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_JOBS))
+
+
 def run(args) -> int:
     from ..build import build
 
@@ -45,7 +55,7 @@ def run(args) -> int:
 
     # Kernels started by papermill inherit this: same inputs, same hashes.
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    status = build(data=args.data, jobs=args.jobs, only=args.only, quick=args.quick,
+    status = build(data=args.data, jobs=args.jobs or usable_cpus(), only=args.only, quick=args.quick,
                    force=args.force, say=say)
     sys.stdout.flush()
     return status

@@ -1,4 +1,4 @@
-"""``numalab collect [-o PATH] [--name NAME] [--bench [--quick]]``: snapshot this machine
+"""``numalab collect [-o PATH] [--name NAME] [--bench [--runs N] [--quick]]``: snapshot this machine
 (and optionally measure its cache-line latencies)."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ import argparse
 import sys
 
 from ..collect import collect
+from ..measure.atomics import RUNS
+from ..validate import option_integer
 
 
 def add_parser(sub) -> None:
@@ -24,8 +26,11 @@ def add_parser(sub) -> None:
                                   "ARCH-NCPUcpu-NNODESn-DATE; never the host name)")
     p.add_argument("--bench", action="store_true",
                    help="also run the atomics microbenchmark (core-to-core round trips, "
-                        "contended increments; see 'numalab.measure.atomics') and store its result "
-                        "as NAME/numalab/bench.json; takes a few seconds per CPU pair")
+                        "refcount_t get/put against a per-CPU add; see 'numalab.measure.atomics') "
+                        "--runs times, each run with its load average and host CPU, and store "
+                        "them as NAME/numalab/bench.json; takes a few seconds per CPU pair and run")
+    p.add_argument("--runs", type=option_integer(1, 1000), default=RUNS, metavar="N",
+                   help=f"with --bench: runs of the whole benchmark (default {RUNS})")
     p.add_argument("--quick", action="store_true",
                    help="with --bench: fewer iterations (noisier, much faster)")
     # Tests collect from a fake tree; not for users.
@@ -33,19 +38,20 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _bench_files(quick: bool) -> dict[str, bytes]:
-    """Run the atomics benchmark; its JSON for ``collect(extra_files=...)``.
+def _bench_files(quick: bool, runs: int = RUNS) -> dict[str, bytes]:
+    """Run the atomics benchmark ``runs`` times; its JSON for
+    ``collect(extra_files=...)``.
     Raises BenchUnavailable (a NumalabError: one line, exit 2) where it
     cannot run."""
     import json
 
-    from ..measure.atomics import run_atomics
+    from ..measure.atomics import run_atomics_repeated
 
     def progress(done: int, total: int) -> None:
         if done == total or done % 16 == 0:
             print(f"numalab collect: bench: {done}/{total} CPU pairs", file=sys.stderr)
 
-    result = run_atomics(quick=quick, progress=progress)
+    result = run_atomics_repeated(runs, quick=quick, progress=progress)
     # chapter 4's measured inputs: a parallel build's switch rate, a contended bitmap
     from ..measure import run_idle_inputs
     result["idle_inputs"] = run_idle_inputs(quick=quick)
@@ -55,7 +61,7 @@ def _bench_files(quick: bool) -> dict[str, bytes]:
 
 def run(args) -> int:
     # benchmark first: a failure then leaves no half-made archive behind
-    extra = _bench_files(args.quick) if args.bench else None
+    extra = _bench_files(args.quick, args.runs) if args.bench else None
     path = collect(root=args.root, output=args.output, name=args.name,
                    progress=lambda msg: print(f"numalab collect: {msg}", file=sys.stderr),
                    extra_files=extra)

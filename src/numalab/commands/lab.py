@@ -23,6 +23,22 @@ and, with --io, /proc/interrupts before and after the pinned reads.
 """
 
 
+SWEEP_EPILOG = """\
+matrix file (TOML; dump paths relative to its folder):
+  machines = ["../../hwloc/linux/16amd64-8n2c.tar.bz2", "pack:2 numa:1 core:4 pu:2"]
+  kernels = ["7.2"]              # Debian versions or releases, or built:NAME
+  nvme = ["per-node:1:8"]        # per-node:N[:QUEUES] or N@NODE:QUEUES options ("3@0:8 3@1:8")
+  cmdline = [""]                 # optional: extra kernel command lines, one boot each
+  timeout = 600                  # optional: seconds per boot
+  retries = 1                    # optional: boots again after a failure (0-3)
+
+a cluster by hand (each worker needs QEMU, busybox-static and the lab's kernel cache):
+  dask scheduler --host 127.0.0.1 --port 8786
+  dask worker tcp://127.0.0.1:8786 --nthreads 1        # one per core, as many as wanted
+  numalab lab sweep MATRIX.toml -o RESULTS --scheduler tcp://127.0.0.1:8786
+"""
+
+
 def _say(msg: str) -> None:
     print(f"numalab lab: {msg}", file=sys.stderr, flush=True)
 
@@ -86,9 +102,17 @@ def add_parser(sub) -> None:
                    help="built-in functions traced from boot (ftrace= on the kernel command "
                         "line; saved as trace.boot), e.g. group_cpus_evenly to count every "
                         "call before the devices")
-    r.add_argument("--cmdline", default="", metavar="WORDS",
-                   help="extra kernel command-line words, e.g. \"isolcpus=domain,0-3\" or "
-                        "\"nohz_full=0-3\" (letters, digits and =,-_. only)")
+    r.add_argument("--sched-ext", choices=("flat", "pernode"), default=None,
+                   help="load scx_simple (built by 'numalab lab build-scx' from 7.2's "
+                        "tools/sched_ext; pernode sets SCX_OPS_BUILTIN_IDLE_PER_NODE), trace "
+                        "its idle-mask code and run --workload; the dump gets "
+                        "numalab/lab/scx-trace and scx.json (data/lab/README.md)")
+    r.add_argument("--workload", action="append", default=[], metavar="NAME[:ARGS]",
+                   help="with --sched-ext (repeatable, in order): pingpong[:PAIRSxITERS], "
+                        "pingpong-pin[:PAIRSxITERS], fork[:N], fork-pin[:N] (default: all four, "
+                        "4x100 and 50)")
+    r.add_argument("--append", default="", metavar="WORDS",
+                   help="more kernel command-line words (\"irqaffinity=0 nosmt\")")
     r.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
                    help="kill the VM after this long (default 600)")
     r.add_argument("--accel", choices=("tcg", "kvm"), default="tcg",
@@ -122,6 +146,55 @@ def add_parser(sub) -> None:
                    help="parallel compile jobs (default 2)")
     b.add_argument("--list", action="store_true", help="list the named builds and exit")
     b.set_defaults(func=run_build_kernel)
+
+    x = lsub.add_parser("build-scx", help="build scx_simple and the workload program for "
+                                          "the sched_ext lab (cached)",
+                        description="Build scx_simple from the 7.2 kernel's tools/sched_ext "
+                                    "(Debian's linux-source-7.2, clang-19, libbpf and bpftool "
+                                    "from the tree, statically linked, with the lab's -n "
+                                    "per-node option) and tools/sched_ext_lab/scxload.c, and "
+                                    "read the kprobes' structure offsets from the kernel's BTF. "
+                                    "Cached in the lab cache by its inputs; 'lab run "
+                                    "--sched-ext' calls it. Prints the cache folder.")
+    x.add_argument("--kernel", default="7.2", help="the lab kernel whose BTF is used (7.2)")
+    x.add_argument("--force", action="store_true", help="build again even when cached")
+    x.set_defaults(func=run_build_scx)
+    w = lsub.add_parser("sweep", help="boot a matrix of machines x kernels x NVMe layouts on "
+                                      "Dask (resumable)",
+                        description="Boot every (machine, kernel, NVMe layout, command line) of "
+                                    "a matrix file as one task on Dask distributed: a "
+                                    "LocalCluster of one single-threaded worker per usable CPU, "
+                                    "or --scheduler for a cluster started by hand. Each boot is "
+                                    "'numalab lab run' with the same checks; its dump lands in "
+                                    "RESULTS under a content-addressed name, so a rerun skips "
+                                    "it. A failed boot is retried once, then listed in "
+                                    "RESULTS/failures.json. Progress on stderr, the summary on "
+                                    "stdout; exit 1 when a boot failed.",
+                        epilog=SWEEP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    w.add_argument("matrix", metavar="MATRIX.toml", help="the matrix file")
+    w.add_argument("-o", "--output", required=True, metavar="RESULTS",
+                   help="the results folder (created; its dumps are reused)")
+    w.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="an existing Dask scheduler (default: a LocalCluster on this machine)")
+    w.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="LocalCluster worker processes, one thread each (default: the usable "
+                        "CPUs)")
+    w.add_argument("--dry-run", action="store_true",
+                   help="check the matrix and print the plan (and the machines the lab cannot "
+                        "build, with why); boot nothing")
+    w.set_defaults(func=run_sweep_command)
+
+    e = lsub.add_parser("express", help="which machines the lab can build exactly, and why "
+                                        "not the others",
+                        description="For each machine (default: the 47 of the hwloc "
+                                    "collection, data/hwloc), the 'numalab lab run' options "
+                                    "that build it exactly in QEMU (same CPU ids, SMT siblings, "
+                                    "dies, packages, clusters, nodes, distances), or every "
+                                    "reason why not (numalab.lab.express).")
+    e.add_argument("datasets", nargs="*", metavar="DATASET",
+                   help="dumps, XML, .toml descriptions or synthetic strings")
+    e.add_argument("--json", action="store_true", help="machine-readable output")
+    e.set_defaults(func=run_express)
 
     s = lsub.add_parser("show", help="what a lab dump says: kernel, NVMe IRQ masks, "
                                      "blk-mq maps, probe trace, interrupt deltas")
@@ -171,22 +244,21 @@ def run_kernels(args) -> int:
 
 def run_run(args) -> int:
     from ..lab import LabError
+    from ..lab.args import check_run
     from ..lab.run import LabOptions, find_qemu, run_lab
-    from ..lab.spec import machine_from_text, parse_nvme
-    machine = machine_from_text(args.topology, distances=args.distances,
-                                node_cpus=args.node_cpus, node_memory=args.node_memory)
-    devices = [parse_nvme(x, machine.nnodes) for x in args.nvme]
-    trace = tuple(f.strip() for f in args.trace.split(",") if f.strip())
-    if args.timeout <= 0:
-        raise LabError("--timeout must be positive")
-    if args.io_count < 1:
-        raise LabError("--io-count must be at least 1")
+    ok = check_run(args)              # every argument, before anything starts
+    if args.workload and not args.sched_ext:
+        raise LabError("--workload needs --sched-ext flat|pernode")
+    if args.sched_ext:
+        from ..lab.scx import parse_workload
+        for w in args.workload:
+            parse_workload(w)
     find_qemu()
-    boot = tuple(f.strip() for f in args.boot_trace.split(",") if f.strip())
-    opts = LabOptions(devices=devices, io=args.io, io_count=args.io_count, trace=trace,
-                      timeout=args.timeout, accel=args.accel, boot_trace=boot,
-                      cmdline=args.cmdline)
-    path = run_lab(args.kernel, machine, opts, output=args.output, progress=_say,
+    opts = LabOptions(devices=ok["devices"], io=args.io, io_count=ok["io_count"],
+                      trace=ok["trace"], timeout=ok["timeout"], accel=args.accel,
+                      boot_trace=ok["boot_trace"], sched_ext=args.sched_ext or "",
+                      workloads=tuple(args.workload), append=ok["append"])
+    path = run_lab(ok["kernel"], ok["machine"], opts, output=args.output, progress=_say,
                    command="numalab " + shlex.join(sys.argv[1:]))
     print(path)
     return 0
@@ -203,9 +275,18 @@ def run_build_kernel(args) -> int:
     if not args.source:
         from ..lab import LabError
         raise LabError("--source VERSION is required (7.2, 6.12...)")
-    k = build_kernel(args.source, patch=args.patch, name=args.name, jobs=args.jobs,
+    from ..lab.args import check_build
+    ok = check_build(args)            # every argument, before anything is fetched or built
+    k = build_kernel(ok["source"], patch=ok["patch"], name=ok["name"], jobs=ok["jobs"],
                      progress=_say)
     print(k.release)
+    return 0
+
+
+def run_build_scx(args) -> int:
+    from ..lab.scxbuild import build_scx
+    t = build_scx(args.kernel, progress=_say, force=args.force)
+    print(t.dir)
     return 0
 
 
@@ -217,7 +298,7 @@ def run_show(args) -> int:
         print(json.dumps(s, indent=1))
         return 0
     print(f"{d.name}: kernel {d.kernel_release}")
-    build = d.manifest.get("kernel", {}).get("build")
+    build = d.manifest["kernel"].get("build")      # read_lab_dump checked its keys
     if build:
         print(f"  built by numalab lab build-kernel from {build['source_package']} "
               f"{build['source_version']}, patch {build.get('patch') or 'none'} "
@@ -233,6 +314,14 @@ def run_show(args) -> int:
               "no row in the README beside it)")
     for t in d.boot_trace:
         print(f"  boot trace: cpu {t.cpu} {t.comm} {t.function} <- {t.parent}")
+    if d.manifest.get("sched_ext"):
+        from ..lab.scx import read_scx
+        r = read_scx(args.dump)
+        print(f"  sched_ext: scx_simple, {r.mode} idle masks, {len(r.selects)} select calls, "
+              f"{len(r.updates)} idle updates (counts per workload; timings under TCG mean nothing)")
+        for w in r.workloads:
+            c = r.counts(w.name)
+            print(f"    {w.name}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
     for c in d.nvme:
         print(f"  {c.address} node {c.node} {c.controller or '?'} {' '.join(c.disks)}: "
               f"{c.msi_vectors} MSI vectors")
@@ -249,3 +338,42 @@ def run_show(args) -> int:
             hits = ", ".join(f"cpu{c}:{n}" for c, n in enumerate(deltas) if n)
             print(f"  io: irq {irq} {name}: {hits}")
     return 0
+
+
+def run_express(args) -> int:
+    from ..lab.express import express_table
+    t = express_table(args.datasets or None)
+    if args.json:
+        print(json.dumps(t.to_dict(orient="records"), indent=1))
+        return 0
+    print(f"{int(t['exact'].sum())} of {len(t)} machines can be built exactly in the lab")
+    for r in t.itertuples():
+        if r.exact:
+            print(f"  exact  {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.lab_run}")
+    for r in t.itertuples():
+        if not r.exact:
+            print(f"  no     {r.machine} ({r.cpus} CPUs, {r.nodes} nodes): {r.reasons}")
+    return 0
+
+
+def run_sweep_command(args) -> int:
+    from ..lab.sweep import (check_results, check_scheduler, load_matrix, plan_sweep,
+                             render_summary, resolve_kernel, run_sweep)
+    if args.dry_run:
+        m = load_matrix(args.matrix)
+        check_results(args.output)
+        if args.scheduler is not None:
+            check_scheduler(args.scheduler)
+        kernels = {q: resolve_kernel(q, progress=_say) for q in m.kernels}
+        tasks, refused = plan_sweep(m, kernels)
+        print(f"{len(tasks)} boot(s), {len(refused)} not expressible")
+        for t in tasks:
+            print(f"  boot      {t['name']}: {t['command']}")
+        for r in refused:
+            print(f"  refused   {r['machine']}" + (f" {r['nvme']}" if r.get("nvme") else "")
+                  + f": {'; '.join(r['reasons'])}")
+        return 0
+    summary = run_sweep(args.matrix, args.output, scheduler=args.scheduler,
+                        workers=args.workers, say=lambda m: _say(f"sweep: {m}"))
+    print(render_summary(summary))
+    return 1 if summary["counts"]["failed"] else 0

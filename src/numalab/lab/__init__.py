@@ -12,6 +12,9 @@ and collect what it did.
 * :mod:`.run` -- orchestration: fetch, boot, collect, publish.
 * :mod:`.dump` -- read a lab dump back (kernel, NVMe IRQ masks, blk-mq
   maps, probe trace, interrupt deltas).
+* :mod:`.scx` / :mod:`.scxbuild` -- sched_ext runs (``--sched-ext``): the
+  guest's probes and workloads, the reader of what they recorded, the port
+  run on it; the build of ``scx_simple`` and the workload program.
 
 The cache is ``$NUMALAB_CACHE`` or ``~/.cache/numalab/lab``.
 """

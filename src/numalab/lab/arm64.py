@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cpumask import format_cpulist, parse_cpulist
+from ..cpumask import CpumaskSyntaxError, format_cpulist, parse_cpulist
 from . import LabError
 
 __all__ = ["Arm64Run", "read_console", "runs", "view_of", "predict", "compare", "debug_calls",
@@ -62,22 +62,66 @@ class Arm64Run:
     measured: dict = field(default_factory=dict, compare=False)
 
 
-def read_console(path: str | Path) -> dict:
+def _console_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise LabError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def _line_of(text: str, pos: int) -> str:
+    return f"line {text.count(chr(10), 0, pos) + 1}"
+
+
+def _console_mask(text: str, m: re.Match, group: int, path: Path, ncpus: int | None) -> int:
+    """The cpulist of ``m.group(group)`` (empty: 0), checked against ``ncpus``."""
+    from .schema import LabFileError
+    lst = m.group(group)
+    try:
+        mask = parse_cpulist(lst) if lst else 0
+    except CpumaskSyntaxError:
+        raise LabFileError(str(path), _line_of(text, m.start()), f"expected a CPU list, not "
+                                                                 f"{lst[:40]!r}") from None
+    if ncpus is not None and mask >> ncpus:
+        raise LabFileError(str(path), _line_of(text, m.start()),
+                           f"names CPU {mask.bit_length() - 1}, but the run has {ncpus} CPUs")
+    return mask
+
+
+MAX_IO_QUEUES = 65535       # QEMU's nvme max_ioqpairs is a 16-bit count
+
+
+def read_console(path: str | Path, ncpus: int | None = None) -> dict:
     """What a console log of ``tools/lab_arm64/init.c`` shows: ``io_queues``
     (the NVMe driver's default queues), ``queue_masks`` (the smp_affinity of
     I/O queues 1..N, cpumask ints), ``admin_mask`` and ``clusters`` ({cpu:
-    cluster mask}). Raises LabError if the log lacks the NVMe line."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    cluster mask}). Raises LabError if the log lacks the NVMe line, and a
+    :class:`~numalab.lab.schema.LabFileError` (file and line) for a CPU
+    list that does not parse or names a CPU at or above ``ncpus`` (when
+    given), or a queue count out of range."""
+    from .schema import LabFileError
+    path = Path(path)
+    text = _console_text(path)
     m = _QUEUES.search(text)
     if not m:
-        raise LabError(f"{Path(path).name}: no 'nvme nvme0: N/0/0 default/read/poll queues' line")
-    irq_queue = {int(i): int(q) for i, q in _IRQ_NAME.findall(text)}
-    aff = {int(i): parse_cpulist(lst) if lst else 0 for i, lst in _AFFINITY.findall(text)}
-    by_queue = {q: aff.get(i) for i, q in irq_queue.items()}
+        raise LabError(f"{path.name}: no 'nvme nvme0: N/0/0 default/read/poll queues' line")
     n = int(m.group(1))
+    if not 1 <= n <= MAX_IO_QUEUES:
+        raise LabFileError(str(path), _line_of(text, m.start()),
+                           f"{n} default queues; expected 1 to {MAX_IO_QUEUES}")
+    irq_queue = {int(i): int(q) for i, q in _IRQ_NAME.findall(text)}
+    aff = {int(a.group(1)): _console_mask(text, a, 2, path, ncpus)
+           for a in _AFFINITY.finditer(text)}
+    by_queue = {q: aff.get(i) for i, q in irq_queue.items()}
+    clusters = {}
+    for c in _CLUSTER.finditer(text):
+        cpu = int(c.group(1))
+        if ncpus is not None and cpu >= ncpus:
+            raise LabFileError(str(path), _line_of(text, c.start()),
+                               f"cpu{cpu}, but the run has {ncpus} CPUs")
+        clusters[cpu] = _console_mask(text, c, 2, path, ncpus)
     return {"io_queues": n, "queue_masks": [by_queue.get(q) for q in range(1, n + 1)],
-            "admin_mask": by_queue.get(0),
-            "clusters": {int(c): parse_cpulist(lst) for c, lst in _CLUSTER.findall(text)}}
+            "admin_mask": by_queue.get(0), "clusters": clusters}
 
 
 def debug_calls(path: str | Path) -> list[tuple[int, int, str]]:
@@ -85,9 +129,19 @@ def debug_calls(path: str | Path) -> list[tuple[int, int, str]]:
     call a debug build (``debug-prints.patch``) logged, in order (each line
     appears twice in a log, once on the console and once in dmesg: the
     first copy is kept)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    from .schema import LabFileError
+    text = _console_text(Path(path))
     console = text.split("=== LAB BEGIN ===", 1)[0]
-    return [(int(g), int(o), caller) for g, o, _, caller in _DBG_CALL.findall(console)]
+    out = []
+    for m in _DBG_CALL.finditer(console):
+        g, o = int(m.group(1)), int(m.group(2))
+        # numgrps and spread_offset are unsigned ints in group_cpus_evenly()
+        if not 1 <= g < 1 << 32 or not 0 <= o < 1 << 32:
+            raise LabFileError(str(path), _line_of(console, m.start()),
+                               f"numgrps {g} / spread_offset {o}: expected unsigned 32-bit values, "
+                               "numgrps at least 1")
+        out.append((g, o, m.group(4)))
+    return out
 
 
 _LEVEL = re.compile(r"^<([0-7])>\[[^\]]*\] (.*)$", re.M)
@@ -105,7 +159,7 @@ def warnings(path: str | Path, worst: int = 4) -> list[str]:
     >>> w
     ['<3> nvme: bad']
     """
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    text = _console_text(Path(path))
     out = [f"<{lvl}> {msg}" for lvl, msg in _LEVEL.findall(text)
            if int(lvl) <= worst and "numalab-dbg" not in msg]
     out += [line.strip() for line in text.splitlines()
@@ -115,20 +169,40 @@ def warnings(path: str | Path, worst: int = 4) -> list[str]:
 
 
 def runs(folder: str | Path | None = None) -> list[Arm64Run]:
-    """The runs of ``runs.toml`` with their consoles read."""
+    """The runs of ``runs.toml`` with their consoles read.
+
+    ``runs.toml`` is checked against :data:`numalab.lab.schema.ARM64_RUNS`
+    (types, required keys, ranges), each run's node CPU lists and cluster
+    CPU lists must cover the same CPUs 0..N-1 once each, and its log must be
+    in ``logs/``; each console is read with the run's CPU count
+    (:func:`read_console`). A bad file raises
+    :class:`~numalab.lab.schema.LabFileError` naming it and the key."""
+    from .schema import ARM64_RUNS, LabFileError, check, cover_once
     folder = Path(folder) if folder is not None else default_folder()
+    file = folder / "runs.toml"
     try:
-        spec = tomllib.loads((folder / "runs.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise LabError(f"{folder / 'runs.toml'}: {e}") from None
+        spec = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise LabError(f"{file}: {getattr(e, 'strerror', None) or e}") from None
+    check(spec, ARM64_RUNS, str(file))
     out = []
-    for r in spec.get("run", []):
+    for i, r in enumerate(spec["run"]):
+        nodes = cover_once(r["nodes"], f"run[{i}].nodes", str(file))
+        clusters = cover_once(r["clusters"], f"run[{i}].clusters", str(file))
+        if nodes != clusters:
+            raise LabFileError(str(file), f"run[{i}].clusters", "cover CPUs "
+                               f"{format_cpulist(clusters)}, but the nodes cover "
+                               f"{format_cpulist(nodes)}")
         log = folder / "logs" / r["log"]
+        if not log.is_file():
+            raise LabFileError(str(file), f"run[{i}].log", f"{r['log']!r}: no such file in "
+                                                           f"{folder / 'logs'}")
         out.append(Arm64Run(log=log, kernel=r["kernel"],
                             nodes=tuple(parse_cpulist(n) for n in r["nodes"]),
                             clusters=tuple(parse_cpulist(c) for c in r["clusters"]),
-                            max_ioqpairs=int(r["max_ioqpairs"]), command=r["command"],
-                            debug=bool(r.get("debug", False)), measured=read_console(log)))
+                            max_ioqpairs=r["max_ioqpairs"], command=r["command"],
+                            debug=r.get("debug", False),
+                            measured=read_console(log, nodes.bit_length())))
     return out
 
 

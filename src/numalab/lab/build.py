@@ -480,11 +480,14 @@ def built_kernels() -> dict[str, CachedKernel]:
     """``{name: CachedKernel}`` of the named builds in the cache."""
     out = {}
     d = _names_dir()
+    from .schema import BUILT_NAME, check, load_json
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
         try:
-            key = json.loads(p.read_text())["key"]
-        except (OSError, ValueError, KeyError):
+            raw = p.read_bytes()
+        except OSError:
             continue
+        # the key names a folder of the cache: checked, so that it cannot lead elsewhere
+        key = check(load_json(raw, str(p)), BUILT_NAME, str(p))["key"]
         k = _load_cached(_builds_dir() / key)
         if k is not None:
             out[p.stem] = k

@@ -116,6 +116,7 @@ class InitConfig:
     io_bs: int = 4096
     wait_seconds: int = 120
     boot_trace: bool = False
+    scx_section: str = ""      # sched_ext phase (numalab.lab.scx.init_section), run before collecting
 
 
 _INIT = r'''#!/bin/busybox sh
@@ -207,6 +208,7 @@ if [ "$IO" = 1 ]; then
   say "io done on $ncpu cpus uptime=$(now)"
 fi
 
+@SCX_SECTION@
 say "collecting"
 # One process reads many files: head -v prints "==> PATH <==" before each
 # (the host splits them again); stat -c %N prints each link's target.
@@ -226,8 +228,9 @@ hd /sys/block/*/dev /sys/block/*/size /sys/block/*/queue/hw_sector_size /sys/blo
 hd /proc/irq/*/smp_affinity /proc/irq/*/smp_affinity_list /proc/irq/*/effective_affinity /proc/irq/*/effective_affinity_list /proc/irq/*/node /proc/irq/default_smp_affinity
 hd /proc/cpuinfo /proc/meminfo /proc/version /proc/cmdline /proc/interrupts /proc/sys/kernel/osrelease
 stat -c '%N' $C/cpu[0-9]*/node* /sys/bus/cpu/devices/* $N/node*/cpu[0-9]* /sys/bus/node/devices/* $P/* $P/*/driver /sys/block/* /sys/class/block/* > $L/links 2>/dev/null
-[ -r $T/trace ] && cat $T/trace > $L/trace
-[ -r $T/set_ftrace_filter ] && cat $T/set_ftrace_filter > $L/set_ftrace_filter
+# (a sched_ext run saved the probe trace before its own: keep that one)
+[ -r $T/trace ] && [ ! -e $L/trace ] && cat $T/trace > $L/trace
+[ -r $T/set_ftrace_filter ] && [ ! -e $L/set_ftrace_filter ] && cat $T/set_ftrace_filter > $L/set_ftrace_filter
 cat /proc/modules > $L/modules
 dmesg > $L/dmesg
 echo "uptime=$(now)" > $L/done
@@ -270,7 +273,7 @@ def init_script(cfg: InitConfig) -> str:
                        "BOOT_TRACE": "1" if cfg.boot_trace else "0",
                        "BEGIN": DUMP_BEGIN, "END": DUMP_END}.items():
         out = out.replace(f"@{key}@", value)
-    return out
+    return out.replace("@SCX_SECTION@\n", cfg.scx_section)
 
 
 def is_static_elf(path: str | os.PathLike) -> bool:
@@ -321,10 +324,12 @@ def find_busybox(progress=None) -> Path:
     raise LabError("no static busybox found (install busybox-static)")
 
 
-def initramfs_entries(busybox: bytes, modules: dict[str, bytes], cfg: InitConfig) -> list[Entry]:
+def initramfs_entries(busybox: bytes, modules: dict[str, bytes], cfg: InitConfig,
+                      extra: dict[str, tuple[bytes, int]] | None = None) -> list[Entry]:
     """The members of the initramfs: folders, ``/dev/console``,
     ``/bin/busybox``, ``/lib/modules/NAME.ko`` for each module of
-    ``cfg.modules`` (``modules`` maps name -> bytes), and ``/init``."""
+    ``cfg.modules`` (``modules`` maps name -> bytes), ``extra`` files
+    (``{"bin/scx_simple": (bytes, mode)}``, their folders made), and ``/init``."""
     missing = [m for m in cfg.modules if m not in modules]
     if missing:
         raise LabError(f"modules {missing} are not in the kernel's cache")
@@ -335,15 +340,24 @@ def initramfs_entries(busybox: bytes, modules: dict[str, bytes], cfg: InitConfig
     entries.append(Entry("bin/sh", "link", b"busybox", 0o777))
     for m in cfg.modules:
         entries.append(Entry(f"lib/modules/{m}.ko", "file", modules[m], 0o644))
+    have = {e.path for e in entries}
+    for path, (data, mode) in sorted((extra or {}).items()):
+        parent = path.rpartition("/")[0]
+        if parent and parent not in have:
+            entries.append(Entry(parent, "dir", mode=0o755))
+            have.add(parent)
+        entries.append(Entry(path, "file", data, mode))
     entries.append(Entry("init", "file", init_script(cfg).encode(), 0o755))
     return entries
 
 
 def build_initramfs(modules: dict[str, bytes], cfg: InitConfig, busybox: Path,
-                    cache: Path | None = None) -> Path:
-    """Write (or reuse) the gzip'd cpio for ``cfg`` in ``CACHE/initramfs/``,
-    named by the sha256 of its content; return its path."""
-    blob = cpio_newc(initramfs_entries(Path(busybox).read_bytes(), modules, cfg))
+                    cache: Path | None = None,
+                    extra: dict[str, tuple[bytes, int]] | None = None) -> Path:
+    """Write (or reuse) the gzip'd cpio for ``cfg`` (and ``extra`` files, see
+    :func:`initramfs_entries`) in ``CACHE/initramfs/``, named by the sha256
+    of its content; return its path."""
+    blob = cpio_newc(initramfs_entries(Path(busybox).read_bytes(), modules, cfg, extra))
     digest = hashlib.sha256(blob).hexdigest()
     d = (cache or cache_root()) / "initramfs"
     d.mkdir(parents=True, exist_ok=True)

@@ -414,10 +414,16 @@ def _kernels_dir() -> Path:
 
 
 def _load_cached(d: Path) -> CachedKernel | None:
+    """The kernel unpacked in ``d``, None when ``d`` holds none (no
+    ``kernel.json`` or no ``vmlinuz``); a ``kernel.json`` that is not what
+    numalab writes raises :class:`~numalab.lab.schema.LabFileError` (see
+    :data:`~numalab.lab.schema.KERNEL_JSON`)."""
+    from .schema import KERNEL_JSON, check, load_json
     try:
-        meta = json.loads((d / "kernel.json").read_text())
-    except (OSError, ValueError):
+        raw = (d / "kernel.json").read_bytes()
+    except OSError:
         return None
+    meta = check(load_json(raw, str(d / "kernel.json")), KERNEL_JSON, str(d / "kernel.json"))
     if not (d / "vmlinuz").is_file():
         return None
     return CachedKernel(release=meta["release"], dir=d, upstream=meta.get("upstream", ""),

@@ -26,7 +26,7 @@ import pandas as pd
 from ..cpumask import format_cpulist
 from ..kernel import versions
 from ..kernel.lib.group_cpus import group_cpus_evenly
-from ..topology import load
+from ..datasets import load_cached as load   # parsed once, cached on disk
 from . import LabError
 from .dump import LabDump, TraceLine, read_lab_dump
 
@@ -50,7 +50,7 @@ def mask_table(dump: str) -> pd.DataFrame:
     offsets = rotate_offsets(d, topo) if variant == "rotate" else {}
     rows = []
     for ctrl in d.nvme:
-        io = sorted((q for q in ctrl.irqs if q.queue >= 1), key=lambda q: q.queue)
+        io = sorted((q for q in ctrl.irqs if q.queue is not None and q.queue >= 1), key=lambda q: q.queue)
         off = offsets.get(ctrl.address)
         port = port_masks(d, ctrl, topo, off)
         for q, m in zip(io, port):
@@ -139,7 +139,7 @@ def rotate_offsets(dump, topo=None) -> dict[str, int]:
     out: dict[str, int] = {}
     used: set[int] = set()
     for ctrl in d.nvme:
-        io = sorted((q for q in ctrl.irqs if q.queue >= 1), key=lambda q: q.queue)
+        io = sorted((q for q in ctrl.irqs if q.queue is not None and q.queue >= 1), key=lambda q: q.queue)
         real = [q.smp_affinity for q in io]
         hits = [k for k, c in enumerate(calls) if k not in used and
                 c.function == "irq_create_affinity_masks" and
@@ -175,7 +175,7 @@ def dedicated_counts(dump: str) -> pd.Series:
     counts: dict[int, int] = {}
     for ctrl in d.nvme:
         for q in ctrl.irqs:
-            if q.queue >= 1 and q.smp_affinity.bit_count() == 1:
+            if q.queue is not None and q.queue >= 1 and q.smp_affinity.bit_count() == 1:
                 cpu = q.smp_affinity.bit_length() - 1
                 counts[cpu] = counts.get(cpu, 0) + 1
     return pd.Series(counts, name="dedicated_vectors", dtype=int).sort_index()

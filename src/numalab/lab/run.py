@@ -34,7 +34,7 @@ from .qemu import KERNEL_APPEND, nvme_layout, qemu_command
 from .spec import LabMachine, NvmeSpec
 
 __all__ = ["run_lab", "write_lab_dump", "LabOptions", "find_qemu", "OOPS",
-           "default_output_name", "boot_trace_append", "extra_cmdline"]
+           "default_output_name", "boot_trace_append"]
 
 QEMU = "qemu-system-x86_64"
 OOPS = re.compile(r"(Oops: |Kernel panic|kernel BUG at|BUG: unable|BUG: kernel|"
@@ -55,7 +55,9 @@ class LabOptions:
     accel: str = "tcg"
     retries: int = 1
     boot_trace: tuple[str, ...] = ()   # built-in functions traced from boot (ftrace= on the command line)
-    cmdline: str = ""                  # extra kernel command-line words (isolcpus=, nohz_full=)
+    sched_ext: str = ""                 # "flat" or "pernode": load scx_simple and trace (numalab.lab.scx)
+    workloads: tuple[str, ...] = ()     # with sched_ext: workload specs (numalab.lab.scx.WORKLOADS)
+    append: str = ""                   # more kernel command-line words (numalab.lab.args.check_cmdline)
 
 
 def find_qemu() -> str:
@@ -232,29 +234,16 @@ def boot_trace_append(functions) -> str:
     return f" ftrace=function ftrace_filter={','.join(fs)} trace_buf_size=256K"
 
 
-def extra_cmdline(words: str) -> str:
-    """Extra kernel command-line words for ``--cmdline``, checked (letters,
-    digits and ``=,-_.`` only: nothing the shell or QEMU could read as
-    another option); ``""`` for none.
-
-    >>> extra_cmdline("isolcpus=domain,0-3  nohz_full=0-3")
-    ' isolcpus=domain,0-3 nohz_full=0-3'
-    """
-    ws = words.split()
-    for w in ws:
-        if not re.fullmatch(r"[A-Za-z0-9_.,=-]+", w):
-            raise LabError(f"--cmdline word {w!r}: letters, digits and =,-_. only")
-    return "".join(" " + w for w in ws)
-
-
 def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             output: str | os.PathLike | None = None,
             progress: Callable[[str], None] | None = None,
-            command: str | None = None) -> Path:
+            command: str | None = None, manifest_extra: dict | None = None) -> Path:
     """Boot ``kernel`` on ``machine`` with ``options`` and write the lab dump.
 
     ``command``, when given, is the command line that asked for this run; the
     manifest keeps it (``numalab_command``) so the dump says how to redo it.
+    ``manifest_extra``: more top-level manifest keys (``numalab lab sweep``
+    records its task there, under ``sweep``); they cannot replace the lab's own.
 
     Output: the path written (``output``, a file in the directory
     ``output``, or :func:`default_output_name` in the current directory).
@@ -262,16 +251,28 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     failing or timed-out guest (with the path of the console log), or an
     existing output.
     """
+    from .args import (MAX_IO_COUNT, check_cmdline, check_count, check_kernel, check_machine,
+                       check_nvme, check_output, check_timeout)
     say = progress or (lambda _m: None)
     t0 = time.monotonic()
+    # every argument first (the same checks as the command line's): a refused
+    # run starts nothing and leaves nothing behind
+    check_kernel(kernel)
+    check_timeout(options.timeout)
+    check_count("--io-count", options.io_count, 1, MAX_IO_COUNT)
+    check_count("retries", options.retries, 0, 8)
+    for f in (*options.trace, *options.boot_trace):
+        if not isinstance(f, str) or not re.fullmatch(r"[A-Za-z0-9_.]{1,128}", f):
+            raise LabError(f"trace function {f!r:.40}: letters, digits, _ and . only")
+    if options.accel not in ("tcg", "kvm"):
+        raise LabError(f"--accel {options.accel!r}: tcg or kvm")
+    check_machine(machine)
+    check_nvme(options.devices, machine.nnodes)
+    check_output(output)
+    extra_append = check_cmdline(options.append)
     qemu = find_qemu()
     out = _resolve_output(output)
     layout = nvme_layout(options.devices)
-    for d in layout:
-        if d.node >= machine.nnodes:
-            raise LabError(f"NVMe on node {d.node}: the machine has {machine.nnodes} node(s)")
-    if options.accel not in ("tcg", "kvm"):
-        raise LabError(f"--accel {options.accel!r}: tcg or kvm")
 
     if kernel.startswith("built:"):
         from .build import find_built
@@ -279,13 +280,19 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
     else:
         k = fetch_kernel(kernel, progress=say)
     fetch_s = time.monotonic() - t0
+    if options.sched_ext and k.build:
+        raise LabError("--sched-ext boots Debian's kernels (its probes and scx_simple are built "
+                       "against the Debian image's BTF), not built:NAME")
+    scx = _prepare_scx(options, machine, say, k.release) if options.sched_ext else None
     cfg = InitConfig(modules=tuple(k.modules), trace=tuple(options.trace), nvme=len(layout),
                      io=options.io, io_count=options.io_count,
-                     boot_trace=bool(options.boot_trace))
-    append = KERNEL_APPEND + boot_trace_append(options.boot_trace) + extra_cmdline(options.cmdline)
+                     boot_trace=bool(options.boot_trace),
+                     scx_section=scx["section"] if scx else "")
+    append = (KERNEL_APPEND + (" " + extra_append if extra_append else "")
+              + boot_trace_append(options.boot_trace))
     busybox = find_busybox(progress=say)
     modules = {m: k.module_path(m).read_bytes() for m in k.modules}
-    initrd = build_initramfs(modules, cfg, busybox)
+    initrd = build_initramfs(modules, cfg, busybox, extra=scx["files"] if scx else None)
     image, how = boot_image(k)
 
     runs = cache_root() / "runs"
@@ -360,9 +367,13 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
             "attempts": attempts,
             "seconds": {"fetch": round(fetch_s, 1), "boot_and_collect": round(b.seconds, 1)},
             "busybox": str(busybox),
+            **({"sched_ext": scx["manifest"]} if scx else {}),
         }
+        for key, value in (manifest_extra or {}).items():
+            manifest.setdefault(key, value)
         try:
-            path = write_lab_dump(b.dump, out, manifest, b.console, work)
+            path = write_lab_dump(b.dump, out, manifest, b.console, work,
+                                  scx=scx["meta"] if scx else None)
         except LabError as e:
             log = _write_log(console, f"bad dump: {e}")
             raise LabError(f"{e}; console in {log}") from None
@@ -373,8 +384,71 @@ def run_lab(kernel: str, machine: LabMachine, options: LabOptions,
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _prepare_scx(options: LabOptions, machine: LabMachine, say, release: str) -> dict:
+    """For ``--sched-ext``: build (or reuse) scx_simple and scxload, and return
+    the initramfs files, the /init section, the manifest entry and the
+    metadata that ``scx.json`` starts from."""
+    from .scx import FORMAT, init_section, parse_workload, probe_lines, MAX_CPUS, WORKLOADS
+    from .scxbuild import build_scx
+    if machine.ncpus > MAX_CPUS:
+        raise LabError(f"--sched-ext: at most {MAX_CPUS} CPUs (the probes read 64-bit masks)")
+    specs = options.workloads or ("pingpong", "pingpong-pin", "fork", "fork-pin")
+    loads = [parse_workload(w) for w in specs]
+    tools = build_scx(release, progress=say)
+    probes = probe_lines(tools.offsets, machine.nnodes)
+    files = {"bin/scx_simple": (tools.scx_simple.read_bytes(), 0o755),
+             "bin/scxload": (tools.scxload.read_bytes(), 0o755),
+             "scx/probes": (("\n".join(probes) + "\n").encode(), 0o644),
+             "scx/workloads": ("".join(f"{label} {' '.join(argv)}\n"
+                                       for label, argv in loads).encode(), 0o644)}
+    meta = {"format": FORMAT, "mode": options.sched_ext, "nnodes": machine.nnodes,
+            "ncpus": machine.ncpus,
+            "scheduler": {"name": "scx_simple", "from": "tools/sched_ext of "
+                          f"{tools.meta['source']['package']} {tools.meta['source']['version']}",
+                          "flags": "-n (SCX_OPS_BUILTIN_IDLE_PER_NODE)"
+                          if options.sched_ext == "pernode" else "(none: flat masks)",
+                          "build_key": tools.meta["key"],
+                          "scx_simple_sha256": tools.meta["scx_simple_sha256"],
+                          "scxload_sha256": tools.meta["scxload_sha256"],
+                          "compilers": {"clang": tools.meta["inputs"]["clang"],
+                                        "gcc": tools.meta["inputs"]["gcc"]}},
+            "offsets": tools.offsets,
+            "probes": probes,
+            "workloads": [{"label": label, "argv": ["scxload", *argv],
+                           "meaning": WORKLOADS[label.split(":")[0]][2]} for label, argv in loads],
+            "trace_clock": "counter",
+            "timing_note": "single-threaded TCG: counts of calls and stores are the kernel's; "
+                           "no timing in this record means anything"}
+    manifest = {"mode": options.sched_ext, "workloads": [label for label, _ in loads],
+                "scx_build": tools.meta["key"]}
+    return {"files": files, "section": init_section(options.sched_ext, tools.offsets),
+            "manifest": manifest, "meta": meta}
+
+
+def _scx_record(meta: dict, guest: dict[str, bytes]) -> tuple[bytes, dict]:
+    """``scx.json`` from the host's metadata and the guest's ``scx-*`` files;
+    also the trace bytes. Raises LabError when the guest saved no trace."""
+    if "scx-trace" not in guest:
+        raise LabError("the guest saved no sched_ext trace (scx-trace)")
+
+    def text(name: str) -> str | None:
+        return guest[name].decode("utf-8", "replace") if name in guest else None
+
+    rec = dict(meta)
+    rec["kallsyms"] = (text("scx-kallsyms") or "").splitlines()
+    rec["kprobe_events"] = (text("scx-kprobe-events") or "").splitlines()
+    rec["probe_errors"] = (text("scx-probe-errors") or "").splitlines()
+    rec["ops"] = (text("scx-ops") or "").strip()
+    rec["state_after"] = (text("scx-state.after") or "").strip()
+    rec["events_before"] = (text("scx-events.before") or "").splitlines()
+    rec["events_after"] = (text("scx-events.after") or "").splitlines()
+    rec["buffer"] = (text("scx-buffer") or "").splitlines()
+    rec["scheduler_log"] = (text("scx-simple.log") or "").splitlines()[-20:]
+    return guest["scx-trace"], rec
+
+
 def write_lab_dump(guest_tgz: bytes, output: Path, manifest: dict, console: str,
-                   workdir: Path) -> Path:
+                   workdir: Path, scx: dict | None = None) -> Path:
     """Turn what the guest sent into the lab dump at ``output``.
 
     Inputs: the guest's tar.gz of ``/lab`` (the ``head -v`` stream
@@ -397,6 +471,10 @@ def write_lab_dump(guest_tgz: bytes, output: Path, manifest: dict, console: str,
         manifest = {**manifest, "io": {**manifest["io"],
                                        "guest": guest["io"].decode("utf-8", "replace").strip()}}
     extras = {f"lab/{dst}": guest[src] for src, dst in _EXTRAS.items() if src in guest}
+    if scx is not None:
+        trace, rec = _scx_record(scx, guest)
+        extras["lab/scx-trace"] = trace
+        extras["lab/scx.json"] = (json.dumps(rec, indent=1) + "\n").encode()
     extras["lab/console.log"] = console.encode()
     extras["lab/manifest.json"] = (json.dumps(manifest, indent=1) + "\n").encode()
     return collect(root=tree, output=output, progress=None, extra_files=extras)

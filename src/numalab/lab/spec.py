@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cpumask import CpumaskSyntaxError, cpus, format_cpulist, parse_cpulist
-from ..errors import TopologyError
-from ..topology.synthetic import check_slit, parse_levels
+from ..topology.synthetic import parse_levels
 from . import LabError
+from .schema import check_distances
 
 __all__ = ["LabMachine", "NvmeSpec", "UnexpressibleTopology", "machine_from_text",
            "parse_nvme", "parse_node_cpus", "MAX_VCPUS", "DEFAULT_NODE_MIB"]
@@ -131,6 +131,33 @@ def _parse_mib(text: str) -> int:
         raise LabError(f"memory {text!r}: expected a size such as 512M or 1G")
     n = int(m.group(1))
     return n * 1024 if (m.group(2) or "M").upper().startswith("G") else n
+
+
+def _as_list(value, key: str) -> list:
+    if not isinstance(value, (list, tuple)) or len(value) > 4096:
+        raise LabError(f"{key}: expected a list with one entry per node, not {value!r:.40}")
+    return list(value)
+
+
+def _node_mask(value) -> int:
+    """One node's CPUs from a description: a cpulist string or a mask int."""
+    if isinstance(value, str):
+        try:
+            return parse_cpulist(value.strip())
+        except CpumaskSyntaxError as e:
+            raise LabError(f"node CPUs {value.strip()!r:.40}: {e}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << MAX_VCPUS:
+        raise LabError(f"node CPUs {value!r:.40}: expected a CPU list such as \"0-5\"")
+    return value
+
+
+def _node_mib(value) -> int:
+    """One node's memory from a description: MiB as an int, or a size text."""
+    if isinstance(value, str):
+        return _parse_mib(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise LabError(f"node memory {value!r:.40}: expected MiB as an integer >= 0")
+    return value
 
 
 def _read_toml(path: Path) -> dict:
@@ -234,7 +261,7 @@ def machine_from_text(text: str, distances=None, node_cpus: str | list[int] | No
             raise LabError("give the nodes either as a numa level or as node CPU lists, "
                            "not both")
         masks = parse_node_cpus(node_cpus) if isinstance(node_cpus, str) else [
-            parse_cpulist(m) if isinstance(m, str) else int(m) for m in node_cpus]
+            _node_mask(m) for m in _as_list(node_cpus, "node_cpus")]
         node_of = [-1] * total
         for n, mask in enumerate(masks):
             for c in cpus(mask):
@@ -262,7 +289,7 @@ def machine_from_text(text: str, distances=None, node_cpus: str | list[int] | No
     elif isinstance(node_memory, str):
         mem = [_parse_mib(x) for x in node_memory.split(",")]
     else:
-        mem = [int(x) for x in node_memory]
+        mem = [_node_mib(x) for x in _as_list(node_memory, "node_memory_mib")]
     if len(mem) != nnodes:
         raise LabError(f"node memory gives {len(mem)} values for {nnodes} nodes")
     if sum(mem) < 256:
@@ -272,10 +299,7 @@ def machine_from_text(text: str, distances=None, node_cpus: str | list[int] | No
             raise UnexpressibleTopology(f"node {n} has neither CPUs nor memory")
     dist = None
     if distances is not None:
-        try:
-            dist = tuple(tuple(r) for r in check_slit(distances, nnodes, "distances"))
-        except TopologyError as e:
-            raise LabError(str(e)) from None
+        dist = tuple(tuple(r) for r in check_distances(distances, nnodes))
     desc = " ".join(synthetic.split())
     return LabMachine(sockets=sockets, dies=dies, cores=cores, threads=threads,
                       node_of=tuple(node_of), memory_mib=tuple(mem), distances=dist,

@@ -7,11 +7,15 @@ Two measurements, both with threads pinned to CPUs:
   about two cache-line transfers between the two CPUs; the matrix over all
   CPU pairs shows which CPUs share a core, a cache, a node.
 * **reference operations** (:func:`refops`, the ``refops`` record): the
-  operations the devmem percpu_ref patch changes, as Linux 6.12 writes them
-  on x86 -- ``refcount_inc_not_zero()`` (a read, then a ``lock cmpxchg``
-  loop), ``refcount_dec_and_test()`` (a release ``lock xadd`` and the zero
-  test) -- against ``this_cpu_add()`` (one *unlocked* add on the CPU's own
-  counter), by 1..N threads with a fixed work loop between operations.
+  operations the devmem percpu_ref patch changes. The patch's base (net-next,
+  November 2025) called ``refcount_inc_not_zero()`` and
+  ``refcount_dec_and_test()``; the benchmark writes them as
+  ``include/linux/refcount.h`` of Linux 7.2 does on x86
+  (``__refcount_add_not_zero()``: a read, then a ``lock cmpxchg`` loop;
+  ``__refcount_sub_and_test()``: a release ``lock xadd`` and the zero test)
+  -- against ``this_cpu_add()`` (one *unlocked* add on the CPU's own
+  counter), by 1..N threads with a fixed work loop between operations
+  (none, then two levels).
   Threads are released together by a barrier; each trial measures how long
   all threads really ran at once and is rejected below 90 %; at least 10
   accepted trials give a median and a range.
@@ -39,7 +43,8 @@ from ..validate import integer, number, one_of, option_integer
 from .cc import PRELUDE, compile_shared
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
-           "contended_increments", "run_atomics", "bench_tables", "render"]
+           "contended_increments", "run_atomics", "run_atomics_repeated", "runs_of", "runs_table",
+           "spread_over_runs", "host_cpu", "bench_tables", "render"]
 
 _C_SOURCE = PRELUDE + r"""
 #define LINE 128   /* two lines: keeps adjacent-line prefetch out of the way */
@@ -184,7 +189,8 @@ double numalab_increments(int n, const int *cpus, long iters, int shared) {
 }
 
 /* ---- refcount_t vs percpu_ref: the operations the devmem patch changes ----
-   Faithful to Linux 6.12 (include/linux/refcount.h, percpu-refcount.h) on x86:
+   Written as Linux 7.2's include/linux/refcount.h and percpu-refcount.h do on
+   x86 (the helpers the patch's base called):
    get  = refcount_inc_not_zero() -> __refcount_add_not_zero(): read, then a
           try_cmpxchg loop (lock cmpxchg), saturation test on the old value;
    put  = refcount_dec_and_test() -> __refcount_sub_and_test(): release
@@ -517,12 +523,18 @@ def contended_increments(n: int, cpus: list[int] | None = None, iters: int = 2_0
 
 OPS = ("get", "put", "split")
 COUNTERS = ("refcount_t", "percpu")
-#: Work between operations (ns) the benchmark runs by default: the per-fragment
-#: work the devmem fit finds on the app CPU (about 40 ns) and on the net CPU
-#: (about 150 ns), rounded.
-WORK_NS = (40, 150)
+#: Work between operations (ns) the benchmark runs by default: none (the
+#: operation's own cost, which the model's local cost is read from), then the
+#: per-fragment work the devmem fit finds on the app CPU (about 40 ns) and on
+#: the net CPU (about 150 ns), rounded.
+WORK_NS = (0, 40, 150)
+#: Runs of the whole benchmark ``collect --bench`` stores by default.
+RUNS = 5
 MIN_TRIALS = 10
 MIN_OVERLAP = 0.9
+#: A thread that did not run for longer than this (ns) is seen by the overlap
+#: check (the C source's GAP_NS); shorter preemptions are invisible to it.
+GAP_NS = 200_000.0
 
 
 def trial_overlap(threads: list[tuple[float, float, float, float]]) -> dict:
@@ -755,12 +767,47 @@ def crossover(table, arm: str = "refcount_t get", work_ns: float = 40, loss: flo
     return None
 
 
+def host_cpu(cpuinfo: str | None = None) -> dict:
+    """This machine's CPU as ``/proc/cpuinfo`` names it: ``model_name``,
+    ``vendor_id``, ``cpu_family``, ``model``, ``stepping`` (strings, first
+    CPU's block; missing keys are left out) and ``hypervisor`` (the
+    ``hypervisor`` flag: a virtual machine). ``cpuinfo``: the file's text
+    (default: read it; ``{}`` plus ``hypervisor`` False when unreadable).
+
+    >>> host_cpu("vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+    ...          "model name\t: AMD EPYC\nflags\t\t: fpu hypervisor\n\nmodel name\t: x\n")
+    {'vendor_id': 'AuthenticAMD', 'cpu_family': '25', 'model': '1', 'model_name': 'AMD EPYC', 'hypervisor': True}
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    keys = {"model name": "model_name", "vendor_id": "vendor_id", "cpu family": "cpu_family",
+            "model": "model", "stepping": "stepping"}
+    out: dict = {}
+    flags = ""
+    for line in cpuinfo.split("\n\n", 1)[0].splitlines():
+        k, sep, v = line.partition(":")
+        k = k.strip()
+        if not sep:
+            continue
+        if k in keys:
+            out[keys[k]] = v.strip()
+        elif k == "flags":
+            flags = v
+    out["hypervisor"] = "hypervisor" in flags.split()
+    return out
+
+
 def run_atomics(max_threads: int | None = None, quick: bool = False, progress=None) -> dict:
-    """The full benchmark as one JSON-able dict (what ``collect --bench``
-    stores): the round-trip matrix (``latency``) and the reference
-    operations of :func:`run_refops` (``refops``) for 1..``max_threads``
-    threads (default: the CPUs this process may use). ``progress(done,
-    total)`` is called per CPU pair of the matrix.
+    """The full benchmark, one run, as one JSON-able dict: the round-trip
+    matrix (``latency``) and the reference operations of :func:`run_refops`
+    (``refops``) for 1..``max_threads`` threads (default: the CPUs this
+    process may use), with the host CPU (:func:`host_cpu`) and the load
+    average before (``loadavg_before``) and after (``loadavg``) the run.
+    ``progress(done, total)`` is called per CPU pair of the matrix.
 
     Records written before ``refops`` existed carry ``increments`` instead
     (a ``lock add`` per-thread arm and best-of-3 trials without an overlap
@@ -770,6 +817,7 @@ def run_atomics(max_threads: int | None = None, quick: bool = False, progress=No
         integer("max_threads", max_threads, 1, MAX_THREADS)
     cpus = _usable_cpus()
     iters_pp = 2000 if quick else 20000
+    before = [round(x, 2) for x in os.getloadavg()]
     t0 = time.time()
     lat = latency_matrix(cpus, iters_pp, progress=progress) if len(cpus) > 1 else \
         {"cpus": cpus, "round_trip_ns": [[None]]}
@@ -778,14 +826,107 @@ def run_atomics(max_threads: int | None = None, quick: bool = False, progress=No
         "numalab": __version__,
         "kind": "atomics",
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "host": host_cpu(),
         "cpus_used": cpus,
         "latency": lat,
         "refops": ref,
         "seconds": round(time.time() - t0, 2),
         # other work on the machine: trials where the threads did not run
         # together are rejected (refops), but readers should see the load
+        "loadavg_before": before,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def run_atomics_repeated(runs: int = RUNS, max_threads: int | None = None, quick: bool = False,
+                         progress=None, pause_s: float = 1.0) -> dict:
+    """``runs`` runs of :func:`run_atomics`, ``pause_s`` apart: what
+    ``collect --bench`` stores. The record is the first run's dict (so readers
+    of the one-run format still find ``latency`` and ``refops``) plus
+    ``runs``: every run's dict, the first included, each with its own time,
+    load averages and host CPU. :func:`runs_of` reads either format."""
+    runs = integer("runs", runs, 1, MAX_REPEATS)
+    number("pause_s", pause_s, 0, 3600)
+    out = []
+    for k in range(runs):
+        if k:
+            time.sleep(pause_s)
+        out.append(run_atomics(max_threads=max_threads, quick=quick, progress=progress))
+    return {**out[0], "runs": out, "seconds": round(sum(r["seconds"] for r in out), 2)}
+
+
+def runs_of(record: dict) -> list[dict]:
+    """The runs of a stored benchmark record: its ``runs`` list, or the record
+    itself as one run (records written before repeated runs).
+
+    >>> len(runs_of({"latency": {}, "refops": {}})), len(runs_of({"runs": [{}, {}]}))
+    (1, 2)
+    """
+    if not isinstance(record, dict):
+        raise ParameterError("a benchmark record is a dict")
+    rs = record.get("runs")
+    return list(rs) if isinstance(rs, list) and rs else [record]
+
+
+def runs_table(record: dict):
+    """Every run of a record as one tidy DataFrame: :func:`refops_table`'s
+    columns plus ``run`` (1..), ``time``, ``load_before`` and ``load_after``
+    (one-minute load averages; NaN when not recorded), ``round_trip_ns``
+    (median over CPU pairs of that run's round trips; NaN with one CPU) and
+    ``cpu_model`` (``host.model_name``, "" when not recorded)."""
+    import statistics
+
+    import pandas as pd
+
+    nan = float("nan")
+    parts = []
+    for i, r in enumerate(runs_of(record), 1):
+        t = refops_table(r.get("refops") or {})
+        lat, _ = bench_tables(r)
+        la = r.get("loadavg") or [nan]
+        lb = r.get("loadavg_before") or [nan]
+        parts.append(t.assign(run=i, time=r.get("time", ""), load_before=lb[0], load_after=la[0],
+                              round_trip_ns=statistics.median(lat["round_trip_ns"]) if len(lat)
+                              else nan,
+                              cpu_model=(r.get("host") or {}).get("model_name", "")))
+    return pd.concat(parts, ignore_index=True)
+
+
+def median_latency(record: dict) -> dict:
+    """The round-trip matrix of a record, element by element the median over
+    its runs (``{"cpus", "round_trip_ns"}``; None where any run has none).
+
+    >>> median_latency({"runs": [{"latency": {"cpus": [0, 1], "round_trip_ns": [[None, 1.0], [1.0, None]]}},
+    ...                          {"latency": {"cpus": [0, 1], "round_trip_ns": [[None, 3.0], [3.0, None]]}},
+    ...                          {"latency": {"cpus": [0, 1], "round_trip_ns": [[None, 9.0], [9.0, None]]}}]})
+    {'cpus': [0, 1], 'round_trip_ns': [[None, 3.0], [3.0, None]]}
+    """
+    import statistics
+
+    lats = [r.get("latency") or {} for r in runs_of(record)]
+    cpus = lats[0].get("cpus", [])
+    mats = [x.get("round_trip_ns", []) for x in lats if x.get("cpus", []) == cpus]
+    out = [[None if any(m[i][j] is None for m in mats) else statistics.median(m[i][j] for m in mats)
+            for j in range(len(cpus))] for i in range(len(cpus))]
+    return {"cpus": cpus, "round_trip_ns": out}
+
+
+def spread_over_runs(record: dict):
+    """Per configuration (threads, work_ns, arm): the median over runs of the
+    runs' medians (``mops``), the lowest and highest run median
+    (``run_low``, ``run_high``), the lowest and highest single trial of any
+    run (``trial_low``, ``trial_high``) and the number of runs (``runs``).
+
+    Role: measured. A configuration a run lacks is left out of that run."""
+    import pandas as pd
+
+    t = runs_table(record)
+    t = t[t["trials"] > 0]
+    g = t.groupby(["threads", "work_ns", "arm"], sort=True)
+    return pd.DataFrame({"mops": g["mops_median"].median(), "run_low": g["mops_median"].min(),
+                         "run_high": g["mops_median"].max(), "trial_low": g["mops_low"].min(),
+                         "trial_high": g["mops_high"].max(), "runs": g["run"].nunique()}
+                        ).reset_index()
 
 
 def bench_tables(result: dict):

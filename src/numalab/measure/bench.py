@@ -43,7 +43,8 @@ MAX_SECONDS = 3600.0          # one timed measurement
 MAX_CONFIGS = 10 ** 7         # sweep configurations
 MAX_JOBS = 256                # sweep processes
 # Modules that register further targets when imported.
-_MODULES: tuple[str, ...] = ("numalab.measure.atomics", "numalab.measure.target")
+_MODULES: tuple[str, ...] = ("numalab.measure.atomics", "numalab.measure.target",
+                             "numalab.measure.book", "numalab.measure.lab")
 
 
 def register(bench: Benchmark) -> Benchmark:

@@ -20,6 +20,15 @@ whatever the member is and whether or not the reader needs it:
 
 A truncated or corrupt archive gives :class:`~numalab.errors.TopologyError`.
 
+Reading an archive is the slow part of loading a dump (Python's tar header
+parsing: about 10,000 members in a lab dump), and a chapter reads the same
+archive several times. An archive read whole (no ``want``) that passed every
+check is therefore kept, keyed on its content's sha256 and the caps: in
+memory for the process, and on disk when the environment
+variable ``NUMALAB_ARCHIVE_CACHE`` names a folder (``numalab build`` sets
+it to ``.numalab-cache/archives``; the key adds this module's source). A
+refused archive is never cached, so it is refused again every time.
+
 hwloc dumps legitimately contain relative symlinks inside the dump (for
 example ``sys/bus/cpu/devices/cpu0 -> ../../../devices/system/cpu/cpu0``);
 they are kept and followed by :meth:`MemTree.resolve`.
@@ -28,18 +37,21 @@ they are kept and followed by :meth:`MemTree.resolve`.
 from __future__ import annotations
 
 import bz2
+import hashlib
 import io
 import lzma
+import os
+import pickle
 import posixpath
 import tarfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import TopologyError, UnsafeArchiveError
 
 __all__ = ["MemTree", "read_archive", "MAX_MEMBER_BYTES", "MAX_TOTAL_BYTES",
-           "MAX_STREAM_BYTES"]
+           "MAX_STREAM_BYTES", "CACHE_ENV", "clear_memo"]
 
 MAX_MEMBER_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 512 << 20
@@ -47,6 +59,9 @@ MAX_TOTAL_BYTES = 512 << 20
 # (a dump of 10,000 two-byte files is a 10 MB stream).
 MAX_STREAM_BYTES = MAX_TOTAL_BYTES + (64 << 20)
 _MAX_LINK_HOPS = 40          # the kernel's MAXSYMLINKS
+CACHE_ENV = "NUMALAB_ARCHIVE_CACHE"
+_MEMO: dict[tuple, "MemTree"] = {}
+_MEMO_MAX = 128
 
 
 def _clean_name(name: str, archive: str) -> str:
@@ -263,10 +278,98 @@ def read_archive(path: str | Path, *, max_member: int = MAX_MEMBER_BYTES,
     the decompressed tar stream); ``want``, an optional
     predicate on a member's clean name: regular files for which it is false
     are skipped (their header is still checked and counted in the total).
-    Output: the MemTree. Nothing is written to disk.
+    Output: the MemTree. Nothing is extracted (see the module doc for what
+    is cached).
 
     Example: ``read_archive("x.tar.bz2").read("x/sys/devices/system/cpu/online")``.
     """
+    if want is not None:
+        return _read_archive(path, max_member, max_total, max_stream, want)
+    caps = (max_member, max_total, max_stream)
+    digest = _content_digest(path, max_stream)
+    key = None if digest is None else (digest, caps)
+    name = Path(str(path)).name
+    if key is not None and key in _MEMO:
+        tree = _MEMO[key]
+        # the same content under another name: the same tree, its own name
+        return tree if tree.name == name else replace(tree, name=name)
+    tree = _disk_cached(path, key)
+    if tree is None:
+        tree = _read_archive(path, max_member, max_total, max_stream, None)
+        _disk_store(key, tree)
+    if key is not None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = tree
+    return tree
+
+
+def clear_memo() -> None:
+    """Forget the archives kept in memory (the tests' way to time a cold read)."""
+    _MEMO.clear()
+
+
+def _content_digest(path, limit: int) -> str | None:
+    """sha256 of the archive file (None when it cannot be read or is over the
+    cap: then the reader itself says why). Keyed on content, not on the
+    file's name and time, so an archive rewritten in place is never mistaken
+    for the old one."""
+    try:
+        if os.path.getsize(path) > limit:
+            return None
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def _source_digest() -> str:
+    with open(__file__, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _disk_path(key) -> Path | None:
+    folder = os.environ.get(CACHE_ENV)
+    if not folder or key is None:
+        return None
+    h = hashlib.sha256(repr(key).encode())
+    h.update(_source_digest().encode())
+    return Path(folder) / f"{h.hexdigest()[:32]}.pickle"
+
+
+def _disk_cached(path, key) -> "MemTree | None":
+    cache = _disk_path(key)
+    if cache is None or not cache.is_file():
+        return None
+    try:
+        with cache.open("rb") as f:
+            tree = pickle.load(f)
+    except Exception:       # a damaged entry is only a miss
+        return None
+    if not isinstance(tree, MemTree):
+        return None
+    tree.name = Path(str(path)).name
+    return tree
+
+
+def _disk_store(key, tree: "MemTree") -> None:
+    cache = _disk_path(key)
+    if cache is None:
+        return
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(tree, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, cache)
+    except OSError:         # a cache that cannot be written is only slower
+        pass
+
+
+def _read_archive(path, max_member: int, max_total: int, max_stream: int, want) -> MemTree:
     archive = str(path)
     tree = MemTree(name=Path(archive).name)
     total = 0

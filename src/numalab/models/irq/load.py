@@ -80,12 +80,19 @@ def irq_load(devices: Sequence[Sequence[int]], cpu_mask: int) -> IrqLoad:
             k = m.bit_count()
             if not k:
                 continue
-            for c in _bits(m):
-                i = index[c]
+            if k == 1:          # the common case in a sweep: one bit, no loop
+                i = index[m.bit_length() - 1]
                 groups[i] += 1
-                share[i] += 1.0 / k
-                if k == 1:
-                    dedicated[i] += 1
+                share[i] += 1.0
+                dedicated[i] += 1
+                continue
+            w = 1.0 / k
+            while m:
+                low = m & -m
+                i = index[low.bit_length() - 1]
+                groups[i] += 1
+                share[i] += w
+                m ^= low
     shared = [g - d for g, d in zip(groups, dedicated)]
     return IrqLoad(tuple(ids), tuple(groups), tuple(dedicated), tuple(shared), tuple(share))
 
@@ -100,16 +107,21 @@ def crossing_groups(devices: Sequence[Sequence[int]], domains: Iterable[int]) ->
     >>> crossing_groups([[0b0011, 0b0110]], [0b0011, 0b1100])
     1
     """
-    holding: dict[int, list[int]] = {}
+    holding: dict[int, list[int]] = {}      # lowest-CPU bit -> domains holding it
     for d in set(domains):
-        for c in _bits(d):
-            holding.setdefault(c, []).append(d)
+        rest = d
+        while rest:
+            low = rest & -rest
+            holding.setdefault(low, []).append(d)
+            rest ^= low
     count = 0
     for masks in devices:
         for m in masks:
             if m:
-                low = (m & -m).bit_length() - 1
-                if not any(m & ~d == 0 for d in holding.get(low, ())):
+                for d in holding.get(m & -m, ()):
+                    if not m & ~d:
+                        break
+                else:
                     count += 1
     return count
 

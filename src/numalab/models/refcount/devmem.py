@@ -74,12 +74,13 @@ from ...topology.model import Topology
 from ...validate import integer, number, one_of
 from .sim import MAX_RATE, MAX_WORK_NS, Latencies, percpu_expected, relation, simulate
 
-__all__ = ["PAGE_SIZE", "SEED_KPERF", "Scenario", "Calibration", "fragments", "parse_kperf",
+__all__ = ["PAGE_SIZE", "SEED_KPERF", "seed_picked_runs", "Scenario", "Calibration", "fragments", "parse_kperf",
            "seed_summary", "seed_topology", "scaled_latencies", "placement", "PLACEMENTS",
            "simulate_devmem", "ceiling", "calibrate", "reproduce", "sweep_flows",
            "sweep_message_sizes", "machine_ceilings", "percpu_memory_bytes",
            "calibration_table", "put_share_table", "scaled_kperf", "ceiling_follows_load",
-           "per_flow_idle", "conversion_cost"]
+           "per_flow_idle", "conversion_cost", "bench_inside", "held_out_verdicts",
+           "NET_IDLE_TOLERANCE"]
 
 PAGE_SIZE = 4096
 
@@ -152,6 +153,35 @@ def seed_summary(kperf: dict | None = None) -> dict:
     return {k: {"gbytes_per_s": sum(v["gbps"]) / 8,
                 "app_idle": float(np.mean(v["app_idle"])),
                 "net_idle": float(np.mean(v["net_idle"]))} for k, v in kperf.items()}
+
+
+def seed_picked_runs(kperf: dict | None = None, throughput: dict | None = None) -> dict:
+    """What the cover letter's idle figures rest on: one run per phase,
+    picked to match at about 48 GB/s. Per phase: the picked run's load
+    (``picked_gbytes_per_s``, the sum of its 4 TX lines / 8), the 5-run
+    mean and spread it was picked from, how many spreads above the mean it
+    lies (``sds_above_mean``), and the TX net CPUs' idle per CPU
+    (``net_idle``, ``{cpu: %}``) with its mean, lowest and highest.
+    All published.
+
+    >>> r = seed_picked_runs()["before"]
+    >>> round(r["picked_gbytes_per_s"], 2), r["net_idle"][56]
+    (48.15, 17.06)
+    """
+    kperf = kperf or SEED_KPERF
+    throughput = throughput or SEED_THROUGHPUT
+    out = {}
+    for phase in ("before", "after"):
+        tx = kperf[(phase, "tx")]
+        mean, sd = throughput[phase]
+        load = sum(tx["gbps"]) / 8
+        idle = dict(zip(tx["net_cpu"], tx["net_idle"]))
+        out[phase] = {"picked_gbytes_per_s": load, "mean_gbytes_per_s": mean, "sd_gbytes_per_s": sd,
+                      "sds_above_mean": (load - mean) / sd if sd else float("nan"),
+                      "net_idle": idle, "net_idle_mean": float(np.mean(tx["net_idle"])),
+                      "net_idle_low": min(tx["net_idle"]), "net_idle_high": max(tx["net_idle"]),
+                      "busiest_net_cpu": min(idle, key=idle.get)}
+    return out
 
 
 def fragments(message_bytes: int, frag_bytes: int = PAGE_SIZE) -> tuple[int, float]:
@@ -530,14 +560,15 @@ def reproduce(cal: Calibration, kperf: dict | None = None, sc: Scenario = Scenar
       "fit quality" (``fit_target`` True);
     * the TX net-CPU idle before the patch: role "predicted", comparison
       "held-out test" (no fitted number was chosen to match it);
-    * refcount_t's throughput cap before the patch (and the ceiling it comes
-      from): role "fitted", comparison "fit quality" -- *forced* by the fit,
-      not a prediction: ``transfer_ns`` is fitted at the seed's matched load,
-      where the shared line is nearly always busy, so the ceiling lands on
-      that load whatever the published "before" throughput is
-      (:func:`ceiling_follows_load` shows it);
+    * refcount_t's throughput cap before the patch, next to the load of the
+      picked run the fit was made at (48.15 GB/s, not the 5-run mean of
+      45.31), and the ceiling it comes from: role "fitted", comparison
+      "forced by the fit" -- not a prediction: ``transfer_ns`` is fitted at
+      that load, where the shared line is nearly always busy, so the ceiling
+      lands on it (:func:`ceiling_follows_load` shows it);
     * the throughput after: the link rate, role "assumed";
-    * percpu_ref's ceiling: role "predicted", no published figure.
+    * percpu_ref's ceiling: computed from the fitted work terms, role
+      "fitted", no published figure.
     """
     import pandas as pd
 
@@ -574,15 +605,18 @@ def reproduce(cal: Calibration, kperf: dict | None = None, sc: Scenario = Scenar
         cap = ceiling(topo, tx0["app_cpu"], tx0["net_cpu"], mode, cal, sc, lat=lat,
                       duration_ns=duration_ns, seed=seed)
         if phase == "before":
-            row("throughput (GB/s)", phase, SEED_THROUGHPUT[phase][0], min(cap, link_gbytes_per_s),
-                "fitted", "fit quality (forced by the fitted transfer time)", False)
+            # the fit saw the picked run's load, not the 5-run mean: compare with that
+            fit_load = sum(tx0["gbps"]) / 8
+            row("throughput, picked run = fit load (GB/s)", phase, fit_load,
+                min(cap, link_gbytes_per_s), "fitted",
+                "forced by the fit (the ceiling lands on the load it was fitted at)", False)
             row("CPU/counter ceiling, no link limit (GB/s)", phase, nan, cap, "fitted",
                 "forced by the fit (no published figure)", False)
         else:
             row("throughput (GB/s)", phase, SEED_THROUGHPUT[phase][0], link_gbytes_per_s,
                 "assumed", "assumed (the link rate)", False)
-            row("CPU/counter ceiling, no link limit (GB/s)", phase, nan, cap, "predicted",
-                "no published figure", False)
+            row("CPU/counter ceiling, no link limit (GB/s)", phase, nan, cap, "fitted",
+                "computed from the fitted work terms (no published figure)", False)
     df = pd.DataFrame(rows)
     df["error"] = df["model"] - df["seed"]
     return df
@@ -878,3 +912,70 @@ def put_share_table(shares: list[float], kperf: dict | None = None, *,
                      "refcount_ceiling_gbytes_per_s": cap,
                      "seed_before_gbytes_per_s": SEED_THROUGHPUT["before"][0]})
     return pd.DataFrame(rows)
+
+
+#: How far (percentage points) the model's net-CPU idle may miss the
+#: published one and still pass: an assumption, about three times the
+#: largest miss on the figures the fit used.
+NET_IDLE_TOLERANCE = 5.0
+
+
+def bench_inside(bc) -> tuple[int, int]:
+    """Of the two-thread ``refcount_t`` configurations of a
+    :func:`numalab.models.refcount.sim.bench_comparison` table, how many the
+    model meets with its best *single* hand-off window: ``(inside, total)``.
+
+    The window is a property of the hardware, not of a configuration, so one
+    value must serve them all; a configuration is met when the model's range
+    over seeds at that window meets the measured range. Taking, per
+    configuration, whichever window fits would let an unmeasured parameter
+    span a several-fold range and pass almost anything."""
+    pred = bc[(bc["role"] == "predicted") & (bc["arm"] != "percpu add")]
+    keys = ["threads", "work_ns", "arm"]
+    n = pred.groupby(keys).ngroups
+    best = 0
+    for _, g in pred.groupby("hold_share"):
+        meets = (g["model_low"] <= g["measured_high"]) & (g["model_high"] >= g["measured_low"])
+        best = max(best, int(meets.groupby([g[k] for k in keys]).any().sum()))
+    return best, n
+
+
+def held_out_verdicts(rep, per_flow_worst: float, per_flow_null: float,
+                      benches: dict[str, tuple[int, int]],
+                      tolerance: float = NET_IDLE_TOLERANCE):
+    """Every held-out test of the devmem model, one row each: ``test``,
+    ``data`` (what it is tested on), ``model`` and ``observed`` (as text),
+    ``criterion``, ``verdict`` ("passed" / "failed") and ``role``.
+
+    ``rep``: :func:`reproduce`'s table (its TX net-CPU idle before the
+    patch); ``per_flow_worst``: the model's mean per-flow miss, worst over
+    seeds; ``per_flow_null``: the null model's; ``benches``: per benchmark
+    record, :func:`bench_inside`'s (inside, total).
+
+    >>> import pandas as pd
+    >>> rep = pd.DataFrame([{"quantity": "TX net CPU idle (%)", "phase": "before",
+    ...                      "seed": 61.1, "model": 6.9}])
+    >>> v = held_out_verdicts(rep, 3.0, 2.0, {"m": (0, 6)})
+    >>> v["verdict"].tolist()
+    ['failed', 'failed', 'failed']
+    """
+    import pandas as pd
+
+    net = rep[(rep["quantity"] == "TX net CPU idle (%)") & (rep["phase"] == "before")].iloc[0]
+    rows = [{"test": "TX net-CPU idle before the patch", "data": "the patch's kperf (published)",
+             "model": f"{net.model:.3g} %", "observed": f"{net.seed:.3g} %",
+             "criterion": f"within {tolerance:g} points (assumed tolerance)",
+             "verdict": "passed" if abs(net.model - net.seed) <= tolerance else "failed"},
+            {"test": "per-flow app-CPU idle before the patch",
+             "data": "the patch's kperf, per CPU (published)",
+             "model": f"misses by {per_flow_worst:.3g} points (worst seed)",
+             "observed": f"rate alone misses by {per_flow_null:.3g}",
+             "criterion": "beats the null model on every seed",
+             "verdict": "passed" if per_flow_worst < per_flow_null else "failed"}]
+    for name, (k, n) in benches.items():
+        rows.append({"test": "two-thread refcount_t rates", "data": f"benchmark of {name} (measured)",
+                     "model": "best single hand-off window",
+                     "observed": f"meets the measured range in {k} of {n}",
+                     "criterion": "one window meets every configuration",
+                     "verdict": "passed" if n and k == n else "failed"})
+    return pd.DataFrame(rows).assign(role="predicted vs published/measured")

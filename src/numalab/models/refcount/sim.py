@@ -412,22 +412,35 @@ def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...]
     ``hold_shares`` (0: one transfer per operation whenever the writer
     changes), each the median over ``seeds`` with its range.
 
+    A record with several runs (``collect --bench``) is read as the median
+    over runs, its range the lowest and highest run median; round trips are
+    the median over runs. Each arm's local cost comes from its zero-work
+    row when the record has one (``local`` "measured"), else it is the
+    assumed ``Latencies().op_local_ns`` (``local`` "assumed").
+
     DataFrame: threads, work_ns, arm, measured (median Mops/s), measured_low,
-    measured_high, trials, hold_share, model (median Mops/s over seeds),
-    model_low, model_high, role.
+    measured_high (the runs' range; one run: its trials' range), runs, hold_share, model (median Mops/s over
+    seeds), model_low, model_high, local, role.
     """
     import pandas as pd
 
-    from ...measure.atomics import refops_table
+    from ...measure.atomics import median_latency, runs_of, spread_over_runs
     from ...evidence import over_seeds
 
-    ref = bench.get("refops") if isinstance(bench, dict) else None
-    if not ref or not ref.get("rows"):
+    if not isinstance(bench, dict) or not any((r.get("refops") or {}).get("rows")
+                                              for r in runs_of(bench)):
         raise ParameterError("this benchmark record has no refops rows")
-    tab = refops_table(ref)
-    tab = tab[tab["trials"] > 0]
+    # every run of the record: the median over runs, the runs' range
+    tab = spread_over_runs(bench).rename(columns={"mops": "mops_median", "run_low": "mops_low",
+                                                  "run_high": "mops_high", "runs": "trials"})
+    single = tab["trials"] == 1          # one run: its trials' range is all there is
+    tab.loc[single, "mops_low"] = tab.loc[single, "trial_low"]
+    tab.loc[single, "mops_high"] = tab.loc[single, "trial_high"]
+    tab["counter"] = ["percpu" if a == "percpu add" else "refcount_t" for a in tab["arm"]]
+    tab["ns_per_op_per_thread"] = tab["threads"] / tab["mops_median"] * 1e3
+    ref = bench.get("refops") or {}
     cpus = [c for c in ref.get("cpus_used", sorted(topo.cpus)) if c in topo.cpus]
-    lat = Latencies.from_round_trips(bench, topo)
+    lat = Latencies.from_round_trips({"latency": median_latency(bench)}, topo)
     one = tab[tab["threads"] == 1].set_index(["arm", "work_ns"])["ns_per_op_per_thread"]
 
     def local_of(arm: str) -> float:
@@ -463,7 +476,10 @@ def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...]
                 seeds=seeds)
             rows.append({"threads": n, "work_ns": r.work_ns, "arm": r.arm,
                          "measured": r.mops_median, "measured_low": r.mops_low,
-                         "measured_high": r.mops_high, "trials": r.trials,
+                         "measured_high": r.mops_high, "runs": r.trials,
                          "hold_share": share, "model": sp.median, "model_low": sp.low,
-                         "model_high": sp.high, "role": "fitted" if n == 1 else "predicted"})
+                         "model_high": sp.high,
+                         "local": "measured" if all((a, 0) in one.index for a in arms)
+                         else "assumed",
+                         "role": "fitted" if n == 1 else "predicted"})
     return pd.DataFrame(rows)

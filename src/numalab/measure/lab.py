@@ -1,0 +1,146 @@
+"""``numalab bench lab``: boots per hour of ``numalab lab sweep`` on this
+machine, one boot at a time (a LocalCluster of one worker) and with
+``--workers`` workers (default 2), on a given matrix; and the projected wall
+time of a larger matrix on W workers from the measured per-boot times.
+
+Each run boots the whole matrix into a fresh temporary results folder (no
+dump reused). Figures: wall seconds, boots per hour, each boot's seconds
+(as the worker timed it), the load average before and after. Reported,
+never asserted: a benchmark measures this machine at this moment, and on a
+machine shared with other jobs the parallel speed-up is what the cores left
+over allow.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..validate import integer
+
+__all__ = ["project_wall", "run_lab_bench", "render"]
+
+
+def project_wall(per_boot: list[float], boots: int, workers: int,
+                 startup: float = 0.0) -> float:
+    """Projected wall seconds of ``boots`` boots on ``workers`` workers: the
+    measured per-boot seconds repeated in turn until there are ``boots``,
+    handed longest first to the worker that is free first (what Dask's
+    scheduler does with equal-priority tasks, to within its overhead), plus
+    ``startup`` (the cluster's start). Assumes each worker has a core of its
+    own: TCG boots are single-threaded and CPU-bound.
+
+    >>> project_wall([10.0, 20.0], boots=4, workers=2)
+    30.0
+    >>> project_wall([10.0], boots=5, workers=2, startup=3.0)
+    33.0
+    """
+    integer("boots", boots, 0, 10 ** 7)
+    integer("workers", workers, 1, 10 ** 5)
+    if not per_boot:
+        raise ValueError("no measured boot")
+    times = sorted((per_boot[i % len(per_boot)] for i in range(boots)), reverse=True)
+    free = [0.0] * workers
+    for t in times:
+        heapq.heapreplace(free, free[0] + t)
+    return max(free) + startup
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def run_lab_bench(matrix: str, workers: int = 2, project: tuple[int, ...] = (200, 500),
+                  project_workers: tuple[int, ...] = (1, 2, 8, 32),
+                  say=lambda line: None) -> dict:
+    """Run ``matrix`` once with one worker, once with ``workers``; output
+    ``{"runs": [{"workers", "wall_s", "boots", "boots_per_hour", "per_boot_s",
+    "failed", "load_before", "load_after"}], "projection": [{"boots",
+    "workers", "wall_s"}]}`` (projected from the one-worker run's boots)."""
+    from ..lab.sweep import run_sweep
+    runs = []
+    for w in (1, workers):
+        with tempfile.TemporaryDirectory(prefix="numalab-bench-lab-") as tmp:
+            before = _load()
+            t0 = time.monotonic()
+            s = run_sweep(matrix, Path(tmp) / "results", workers=w,
+                          say=lambda m, w=w: say(f"[{w} worker(s)] {m}"), dashboard=False)
+            wall = time.monotonic() - t0
+        booted = [r for r in s["tasks"] if r["status"] == "booted"]
+        runs.append({"workers": w, "wall_s": round(wall, 1), "boots": len(booted),
+                     "failed": s["counts"]["failed"],
+                     "boots_per_hour": round(len(booted) / wall * 3600, 1) if wall else None,
+                     "per_boot_s": [r["seconds"] for r in booted],
+                     "load_before": before, "load_after": _load()})
+        say(f"{w} worker(s): {len(booted)} boots in {wall:.0f} s")
+    base = runs[0]["per_boot_s"] or runs[-1]["per_boot_s"]
+    startup = max(0.0, runs[0]["wall_s"] - sum(base)) if base else 0.0
+    proj = [{"boots": n, "workers": w,
+             "wall_s": round(project_wall(base, n, w, startup), 0)}
+            for n in project for w in project_workers] if base else []
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count()
+    return {"benchmark": "lab", "matrix": str(matrix), "cpus": cpus, "runs": runs,
+            "startup_s": round(startup, 1), "projection": proj}
+
+
+def _num(x) -> str:
+    return "?" if x is None else f"{x:.2f}"
+
+
+def _hours(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
+
+
+def render(result: dict) -> str:
+    """The ``lab`` dict as text."""
+    lines = [f"matrix {result['matrix']}, {result['cpus']} usable CPU(s)"]
+    for r in result["runs"]:
+        per = r["per_boot_s"]
+        lines.append(f"{r['workers']} worker(s): {r['boots']} boots ({r['failed']} failed) in "
+                     f"{r['wall_s']:.0f} s wall = {r['boots_per_hour'] or 0:.0f} boots/hour; "
+                     f"per boot {min(per, default=0):.0f}-{max(per, default=0):.0f} s; load "
+                     f"{_num(r['load_before'])} -> {_num(r['load_after'])}")
+    if result["projection"]:
+        lines.append(f"projected (one-worker boot times, {result['startup_s']:.0f} s startup, "
+                     "one core per worker):")
+        for p in result["projection"]:
+            lines.append(f"  {p['boots']:>6} boots on {p['workers']:>3} worker(s): "
+                         f"{_hours(p['wall_s'])}")
+    return "\n".join(lines)
+
+
+def _arguments(p) -> None:
+    from ..validate import option_integer
+    p.add_argument("--matrix", default=None,
+                   help="the sweep matrix to boot (default data/lab/sweep/matrix.toml)")
+    p.add_argument("--workers", type=option_integer(1, 256), default=2,
+                   help="workers of the parallel run (default 2)")
+
+
+def _run(args) -> dict:
+    from ..datasets import repo_root
+    matrix = args.matrix or str(repo_root() / "data" / "lab" / "sweep" / "matrix.toml")
+    return run_lab_bench(matrix, args.workers,
+                         say=lambda line: print(line, file=sys.stderr, flush=True))
+
+
+try:
+    from .bench import Benchmark, register
+except ImportError:      # pragma: no cover
+    pass
+else:
+    register(Benchmark(
+        name="lab",
+        help="boots/hour of numalab lab sweep here, one at a time vs --workers (QEMU), and "
+             "the projected wall time of larger matrices",
+        add_arguments=_arguments, run=_run, render=render))

@@ -1,0 +1,56 @@
+"""The committed sweep (data/lab/sweep/, made by ``numalab lab sweep
+data/lab/sweep/matrix.toml``) replayed without QEMU: every dump's NVMe
+interrupt masks equal the port's (``numalab.lab.oracle.mask_table``), its
+blk-mq maps follow them, and the machine the real kernel booted is the hwloc
+machine the sweep expressed (``numalab.lab.express.shape_differences``):
+"exactly expressible" is checked on the real guest, not only predicted."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from numalab.datasets import hwloc_datasets, label
+from numalab.lab.dump import read_lab_dump
+from numalab.lab.express import shape_differences
+from numalab.lab.oracle import mask_table, port_masks, reproduce
+from numalab.lab.sweep import task_key
+from numalab.topology import load
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEP = REPO / "data" / "lab" / "sweep"
+DUMPS = sorted(str(p) for p in SWEEP.glob("*.tar.bz2"))
+SOURCES = {label(p): p for p in hwloc_datasets(REPO)}
+
+
+def test_the_sweep_is_committed_with_its_summary():
+    assert len(DUMPS) >= 2
+    summary = json.loads((SWEEP / "sweep.json").read_text())
+    assert json.loads((SWEEP / "failures.json").read_text()) == []
+    names = {r["name"] for r in summary["tasks"]}
+    assert names == {Path(p).name for p in DUMPS}
+    for p in DUMPS:
+        assert Path(p).stat().st_size < 100_000
+
+
+@pytest.mark.parametrize("dump", DUMPS, ids=lambda p: Path(p).name[:40])
+def test_sweep_dump_equals_the_port_and_its_machine(dump):
+    d = read_lab_dump(dump)
+    t = mask_table(dump)
+    assert len(t) == sum(c.msi_vectors - 1 for c in d.nvme) > 0
+    assert t["equal"].all(), t[~t["equal"]].to_string()
+    topo = load(dump)
+    for ctrl in d.nvme:
+        masks = port_masks(d, ctrl, topo)
+        for disk in ctrl.disks:
+            assert d.blk_mq[disk] == dict(enumerate(masks)), disk
+    # content addressed: the name carries the key of the spec the manifest records
+    sweep = d.manifest["sweep"]
+    assert sweep["key"] == task_key(sweep["spec"]) and sweep["key"][:12] in Path(dump).name
+    src = SOURCES[sweep["spec"]["machine"]]
+    assert hashlib.sha256(Path(src).read_bytes()).hexdigest() == sweep["spec"]["machine_sha256"]
+    # the booted guest is the hwloc machine, in everything the lab promises
+    assert shape_differences(load(src, allow_asymmetric=True, allow_overlapping_nodes=True),
+                             topo) == []
+    assert reproduce(dump)[-1].endswith(f"-o {Path(dump).name}")
