@@ -28,6 +28,8 @@ from numalab.lab.oracle import (dedicated_counts, dump_build, group_cpus_calls, 
                                 probe_vs_model, rotate_offsets)
 from numalab.topology import load
 
+from numalab.kernel.sched.isolation import from_cmdline
+
 REPO = Path(__file__).resolve().parents[1]
 DUMPS = lab_datasets(REPO)
 
@@ -55,9 +57,14 @@ def test_port_equals_the_real_kernel(dump):
             f"{[format_cpulist(m) for m in real]} port {[format_cpulist(m) for m in masks]}")
         for q in io:   # the interrupt is delivered on one CPU of its mask
             assert q.effective_affinity and q.effective_affinity & ~q.smp_affinity == 0
+        # booted with isolcpus=domain, 7.2's hctx cpu_list leaves out the isolated
+        # CPUs (block/blk-mq.c 7.2:4275-4282, cpu_is_isolated()); the IRQ masks
+        # above keep them
+        iso = from_cmdline((d.manifest.get("qemu") or {}).get("append", ""),
+                           topo.possible).isolcpus
         for disk in ctrl.disks:
             hctx = d.blk_mq[disk]
-            assert hctx == {i: m for i, m in enumerate(masks)}, disk
+            assert hctx == {i: m & ~iso for i, m in enumerate(masks)}, disk
 
 
 def test_tables_for_the_book():
@@ -177,3 +184,36 @@ def test_built_dumps_were_made_with_the_committed_fragment():
     built = [p for p in DUMPS if dump_build(p)]
     assert built
     assert {dump_build(p)["fragment_sha256"] for p in built} == {sha}
+
+
+@pytest.mark.parametrize("name, want_local", [("isolcpus", True), ("nohzfull", False)])
+def test_pci_call_probe_port_with_isolcpus_and_nohz_full_on_7_2(name, want_local):
+    """Linux 7.2 booted with isolcpus=domain over the NVMe's whole node, and with
+    nohz_full= over it: pci_call_probe()'s port, given the boot's housekeeping
+    masks, names the traced CPU (bound kworker) or "probe here" (the traced
+    probe runs in the unbound async worker, on an HK_TYPE_DOMAIN CPU)."""
+    from numalab.kernel.drivers.pci.pci_driver import pci_call_probe_cpu
+    from numalab.kernel.sched.isolation import from_cmdline
+    from numalab.kernel.workqueue import wq_unbound_cpumask
+    from numalab.models.probe.calibrate import thread_kind
+    path = [p for p in DUMPS if f"3nvme-node1-{name}" in p]
+    if not path:
+        pytest.skip("the isolation dumps are not in this checkout")
+    d = read_lab_dump(path[0])
+    topo = load(path[0])
+    hk = from_cmdline(d.manifest["qemu"]["append"], topo.possible)
+    assert (hk.isolcpus if name == "isolcpus" else hk.nohz_full) == topo.cpumask_of_node(1)
+    traced = [t for t in d.trace if t.function == "nvme_probe"]
+    assert len(traced) == len(d.nvme) == 3
+    for ctrl, t in zip(d.nvme, sorted(traced, key=lambda t: t.timestamp)):
+        cpu = pci_call_probe_cpu(topo, hk, ctrl.node, in_wq_worker=True, kernel="7.2")
+        if want_local:
+            assert cpu == topo.nr_cpu_ids                     # no HK_TYPE_DOMAIN CPU on node 1
+            assert thread_kind(t.comm) == "unbound kworker"
+            assert (wq_unbound_cpumask(topo, hk, "7.2") >> t.cpu) & 1
+        else:
+            assert cpu == t.cpu == 8                          # nohz_full is not read in 7.2
+            assert thread_kind(t.comm) == "bound kworker"
+    # 6.12's rule would have kept the nohz_full node's CPUs out
+    if not want_local:
+        assert pci_call_probe_cpu(topo, hk, 1, kernel="6.12") == topo.nr_cpu_ids

@@ -102,12 +102,20 @@ def test_mainline_async_pci_share_first_housekeeping_cpu():
 def test_fixed_policies_spread_async_pci_over_housekeeping_cpus(policy):
     t = machine(2, 16, llc_size=8)
     iso = 0b1111                               # CPUs 0-3 isolated
-    run = simulate(t, nvmes(8, 0), policy, params=Params(isolcpus=iso, nohz_full=iso))
+    # the model's node-wide rule: one idle CPU of node 0 each
+    run = simulate(t, nvmes(8, 0), policy,
+                   params=Params(isolcpus=iso, nohz_full=iso, wakeup="node"))
     cpus = [p.cpu for p in run.probes]
     assert len(set(cpus)) == 8                 # one CPU each
     assert all(4 <= c < 16 for c in cpus)      # node 0, never isolated
     assert all(p.thread_kind == "unbound kworker" and p.holds_device_lock for p in run.probes)
     assert all(p.cost == pytest.approx(30.0) for p in run.probes)
+    # the kernel's wake-up path: kick_pool() keeps each worker in its pod (the
+    # LLC of CPUs 0-7, of which 4-7 are housekeeping) and select_idle_sibling()
+    # searches only that LLC, so the eight probes share CPUs 4-7
+    run = simulate(t, nvmes(8, 0), policy, params=Params(isolcpus=iso, nohz_full=iso))
+    assert sorted({p.cpu for p in run.probes}) == [4, 5, 6, 7]
+    assert max(p.cost for p in run.probes) > 30.0
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -181,11 +189,23 @@ def test_work_on_cpu_concurrency_management():
     run = simulate(t, short, "mainline")
     assert [p.start for p in run.probes] == pytest.approx([0, 5, 10])
     assert run.makespan == pytest.approx(15)
-    # longer ones are marked CPU-intensive after 10 ms and then share the CPU
+    # longer ones are marked CPU-intensive once past 10 ms, at the next tick
+    # (wq_worker_tick(): 12 ms at HZ=250, 10 ms at HZ=1000 or checked
+    # continuously), and then share the CPU
     long = [Device(f"n{i}", "pci", 0, "async", 30, 0, 1, driver="n") for i in range(2)]
     run = simulate(t, long, "mainline")
-    assert run.probes[1].start == pytest.approx(10)
+    assert run.probes[1].start == pytest.approx(12)
     assert run.makespan == pytest.approx(60)
+    for hz in (0, 1000):
+        assert simulate(t, long, "mainline", params=Params(hz=hz)).probes[1].start \
+            == pytest.approx(10)
+    assert simulate(t, long, "mainline", params=Params(hz=100)).probes[1].start \
+        == pytest.approx(10)
+    # a 10.17 ms segment crosses 10 ms between two 4 ms ticks: never marked at HZ=250
+    seg = [Device(f"n{i}", "pci", 0, "async", 10.17, 1, 1, driver="n") for i in range(2)]
+    assert simulate(t, seg, "mainline").probes[1].start == pytest.approx(10.17)
+    assert simulate(t, seg, "mainline", params=Params(hz=0)).probes[1].start \
+        == pytest.approx(10)
     assert simulate(t, long, "mainline", params=Params(cpu_intensive_thresh_ms=1e9)).probes[1] \
         .start == pytest.approx(30)
 
@@ -429,3 +449,118 @@ def test_usb_parent_lock_follows_the_probing_thread():
         p = simulate(t, usb, pol).probes[0]
         assert p.holds_parent_lock is holds, pol
     assert simulate(t, nvmes(1, 0), "mainline").probes[0].holds_parent_lock is None
+
+
+# -- issue 24: the kernel's wake-up path (kick_pool(), select_idle_sibling()) ---------
+
+def _sim(topo, **kw):
+    from numalab.models.probe.sim import _Kernel
+    return _Kernel(topo, "pf-wq-worker", Params(**kw), 0)
+
+
+def test_select_idle_sibling_scans_the_llc_from_target_plus_one():
+    from numalab.models.probe.sim import _Thread
+    t = machine(1, 16, llc_size=8)
+    k = _sim(t)
+    th = _Thread(0, "w", "unbound kworker", 3, t.online)
+    assert k.select_idle_sibling(th, 3, 3) == 3            # target idle: stays
+    k.load[3] = 1
+    assert k.select_idle_sibling(th, 3, 3) == 4            # first idle after target
+    for c in range(4, 8):
+        k.load[c] = 1
+    assert k.select_idle_sibling(th, 3, 3) == 0            # wraps inside the LLC
+    for c in range(0, 3):
+        k.load[c] = 1
+    # the whole LLC busy: the target, although CPUs 8-15 of the node are idle
+    assert k.select_idle_sibling(th, 3, 3) == 3
+    # the model's node-wide rule takes one of them
+    kn = _sim(t, wakeup="node")
+    kn.load = dict(k.load)
+    assert 8 <= kn._place_node(3, t.online, t.cpus[3].llc_cpus) < 16
+
+
+def test_select_idle_sibling_prefers_an_idle_core_and_recent_cpu():
+    from numalab.models.probe.sim import _Thread
+    t = machine(1, 8, llc_size=8, smt=2)                   # cores {0,1} {2,3} ...
+    k = _sim(t)
+    th = _Thread(0, "w", "unbound kworker", 0, t.online)
+    k.load[0] = 1
+    k.load[2] = 1                                          # core {2,3} half busy
+    # an idle core exists: select_idle_core() from CPU 1 on skips 1 (core {0,1}
+    # busy) and 3, and returns 4 (core {4,5} idle)
+    assert k.select_idle_sibling(th, 0, 0) == 4
+    # the recently used CPU, idle and in the LLC, comes before the scan
+    th.recent = 6
+    assert k.select_idle_sibling(th, 0, 0) == 6
+    assert th.recent == 0                                  # p->recent_used_cpu = prev
+
+
+def test_kick_pool_distributes_over_the_pod():
+    t = machine(1, 16, llc_size=8)
+    k = _sim(t)
+    pod = t.cpus[8].llc_cpus                               # CPUs 8-15
+    picks = [k.kick_pool_cpu(pod, waker=0) for _ in range(10)]
+    assert picks == [8, 9, 10, 11, 12, 13, 14, 15, 8, 9]
+    assert k.kick_pool_cpu(t.cpus[0].llc_cpus, waker=5) == 1   # "our first selection will skip 0"
+
+
+def test_kernel_wakeup_keeps_unbound_probes_in_their_llc():
+    t = machine(2, 32, llc_size=8)
+    devs = nvmes(24, 0)
+    for seed in range(3):
+        llc = simulate(t, devs, "pf-wq-worker", seed=seed, params=Params(caller_cpu={"nvme": 2}))
+        node = simulate(t, devs, "pf-wq-worker", seed=seed,
+                        params=Params(caller_cpu={"nvme": 2}, wakeup="node"))
+        assert {t.cpus[p.cpu].llc_cpus for p in llc.probes} == {t.cpus[2].llc_cpus}
+        assert len({t.cpus[p.cpu].llc_cpus for p in node.probes}) == 4
+        assert llc.makespan > node.makespan
+
+
+def test_wq_unbound_cpumask_per_kernel():
+    # 6.12: workqueue_init_early() restricts with HK_TYPE_WQ then HK_TYPE_DOMAIN
+    # (workqueue.c 6.12:7805-7806); 7.2 with HK_TYPE_DOMAIN only (7.2:8030)
+    from numalab.kernel.workqueue import wq_unbound_cpumask
+    t = machine(2, 8)
+    nohz = Housekeeping(possible=t.possible, nohz_full=0xff00)       # node 1 nohz_full
+    assert wq_unbound_cpumask(t, nohz, "6.12") == 0x00ff
+    assert wq_unbound_cpumask(t, nohz, "7.2") == 0xffff
+    dom = Housekeeping(possible=t.possible, isolcpus=0xff00)         # node 1 isolated
+    assert wq_unbound_cpumask(t, dom, "6.12") == wq_unbound_cpumask(t, dom, "7.2") == 0x00ff
+    both = Housekeeping(possible=t.possible, isolcpus=0x000f, nohz_full=0x00f0)
+    assert wq_unbound_cpumask(t, both, "6.12") == 0xff00
+    assert wq_unbound_cpumask(t, both, "7.2") == 0xfff0
+    with pytest.raises(ValueError):
+        wq_unbound_cpumask(t, both, "6.1")
+    # in the model: nohz_full on the device's node keeps 6.12's probes off it,
+    # not 7.2's (pci_call_probe() and the unbound workers both follow the kernel)
+    devs = nvmes(3, 1)
+    a = simulate(t, devs, "mainline", params=Params(nohz_full=0xff00))
+    a7 = simulate(t, devs, "mainline-7.2", params=Params(nohz_full=0xff00))
+    assert all(p.cpu_node == 0 for p in a.probes)
+    assert {p.cpu for p in a7.probes} == {8}
+
+
+def test_probe_cli_separates_isolcpus_and_nohz_full(capsys):
+    from numalab.cli import main
+    assert main(["probe", "numa:2 core:4", "--devices", "nvme:2@node1", "--policy", "a7",
+                 "--nohz-full", "4-7", "--json"]) == 0
+    out = capsys.readouterr().out
+    import json
+    assert {p["cpu"] for p in json.loads(out)["probes"]} == {4}
+    assert main(["probe", "numa:2 core:4", "--devices", "nvme:2@node1", "--policy", "a7",
+                 "--isolcpus", "4", "--json"]) == 0
+    assert {p["cpu"] for p in json.loads(capsys.readouterr().out)["probes"]} == {5}
+
+
+def test_probe_cli_wakeup_and_hz(capsys):
+    import json
+    from numalab.cli import main
+    out = {}
+    for w in ("llc", "node"):
+        assert main(["probe", "numa:2 l3:2 core:4", "--devices", "nvme:8@node0", "--policy", "b",
+                     "--wakeup", w, "--json"]) == 0
+        run = json.loads(capsys.readouterr().out)
+        out[w] = {p["cpu"] for p in run["probes"]}, run["makespan_ms"]
+    assert len(out["llc"][0]) == 4 and len(out["node"][0]) == 8       # one LLC of 4 CPUs, or the node
+    assert out["llc"][1] > out["node"][1]
+    assert main(["probe", "numa:2 core:4", "--devices", "nvme:2@node0", "--hz", "0"]) == 0

@@ -12,7 +12,7 @@ from ..cpumask import format_cpulist, parse_cpulist
 from ..models.probe.sim import (ALPHA_RANGE, MAX_BACKGROUND, POLICIES, POLICY_ALIASES, Params,
                              ProbeModelError, simulate)
 from ..topology import load
-from ..validate import option_number, option_seed
+from ..validate import option_integer, option_number, option_seed
 
 _SPEC_HELP = """\
 SPEC is a comma-separated list of KIND[:COUNT][@NODE] items:
@@ -97,7 +97,17 @@ def add_parser(sub) -> None:
                    help="remote-memory sensitivity, 0..1: CPU time x (1 + alpha (d/10 - 1)) "
                         "off-node (default 0.5)")
     p.add_argument("--isolcpus", metavar="CPULIST", default="",
-                   help="CPUs isolated with isolcpus=domain and nohz_full (e.g. 0-3)")
+                   help="CPUs given to isolcpus=domain (e.g. 0-3): out of HK_TYPE_DOMAIN")
+    p.add_argument("--nohz-full", metavar="CPULIST", default="",
+                   help="CPUs given to nohz_full= (e.g. 0-3): out of HK_TYPE_WQ, which only "
+                        "the 6.12-based policies read (mainline, pf-wq-worker)")
+    p.add_argument("--wakeup", choices=("llc", "node"), default="llc",
+                   help="where a waking thread goes: llc (the kernel's kick_pool() and "
+                        "select_idle_sibling(), default) or node (the model's rule: any idle CPU "
+                        "of the node, standing for load balancing)")
+    p.add_argument("--hz", type=option_integer(0, 10_000), default=250,
+                   help="scheduler ticks per second for the CPU-intensive check (default 250; "
+                        "0: checked continuously)")
     p.add_argument("--background", type=option_number(0, MAX_BACKGROUND), default=0.0,
                    help=f"runnable background tasks on every CPU, 0..{MAX_BACKGROUND:g} "
                         f"(default 0)")
@@ -128,12 +138,17 @@ def run(args) -> int:
                               f"(one of {', '.join(POLICIES)}, a/a7/b/c/d, or all)")
     topo = load(args.topology)
     devices = parse_spec(args.devices, topo)
-    iso = parse_cpulist(args.isolcpus) if args.isolcpus else 0
     known = topo.possible or sum(1 << c for c in topo.cpus)
-    if iso & ~known:
-        raise ProbeModelError(f"--isolcpus: CPU(s) {format_cpulist(iso & ~known)} are not CPUs "
-                              f"of {topo.name} ({format_cpulist(known) or 'none'})")
-    params = Params(alpha=args.alpha, isolcpus=iso, nohz_full=iso, background=args.background)
+    masks = {}
+    for opt, val in (("--isolcpus", args.isolcpus), ("--nohz-full", args.nohz_full)):
+        m = parse_cpulist(val) if val else 0
+        if m & ~known:
+            raise ProbeModelError(f"{opt}: CPU(s) {format_cpulist(m & ~known)} are not CPUs "
+                                  f"of {topo.name} ({format_cpulist(known) or 'none'})")
+        masks[opt] = m
+    params = Params(alpha=args.alpha, isolcpus=masks["--isolcpus"],
+                    nohz_full=masks["--nohz-full"], background=args.background,
+                    wakeup=args.wakeup, hz=args.hz)
     runs = [simulate(topo, devices, pol, seed=args.seed, params=params) for pol in policies]
     if args.json:
         out = [r.to_dict() for r in runs]

@@ -9,8 +9,10 @@ pools live in :mod:`numalab.models.probe.sim`):
   pool, named ``kworker/CPU:ID``; the caller sleeps meanwhile.
 * :func:`select_numa_node_cpu`: what ``queue_work_node(node, wq, work)``
   passes to ``__queue_work()`` for an unbound workqueue.
-* :func:`wq_unbound_cpumask`: the CPUs unbound workers may use
-  (``HK_TYPE_WQ`` and ``HK_TYPE_DOMAIN`` housekeeping CPUs).
+* :func:`wq_unbound_cpumask`: the CPUs unbound workers may use: the
+  ``HK_TYPE_WQ`` and ``HK_TYPE_DOMAIN`` housekeeping CPUs in 6.12
+  (``nohz_full=`` and ``isolcpus=domain`` both shrink it), ``HK_TYPE_DOMAIN``
+  only in 7.2 (``nohz_full=`` does not).
 * :func:`unbound_pod_cpus`: the *pod* (affinity scope) whose pool serves a
   CPU; the default scope is ``cache`` (CPUs sharing the last-level cache).
 
@@ -128,15 +130,34 @@ def _online(topo: Topology) -> int:
     return topo.online or topo.present or topo.possible or sum(1 << c for c in topo.cpus)
 
 
-def wq_unbound_cpumask(topo: Topology, hk: Housekeeping) -> int:
-    """CPUs unbound workqueue workers may run on (``wq_unbound_cpumask``).
+def wq_unbound_cpumask(topo: Topology, hk: Housekeeping, kernel: str = "7.2") -> int:
+    """CPUs unbound workqueue workers may use (``wq_unbound_cpumask`` at boot).
 
-    At boot the kernel starts from the possible CPUs and removes those
-    outside ``housekeeping_cpumask(HK_TYPE_WQ)`` and ``HK_TYPE_DOMAIN``;
-    if that leaves nothing it keeps the possible mask.
+    ``workqueue_init_early()`` starts from the possible CPUs and restricts
+    them with ``restrict_unbound_cpumask()``, which skips a mask that would
+    leave nothing. Linux 6.12 restricts with ``housekeeping_cpumask(HK_TYPE_WQ)``
+    then ``HK_TYPE_DOMAIN`` (workqueue.c 6.12:7805-7806), so ``nohz_full=``
+    (which clears ``HK_TYPE_WQ``) shrinks it; Linux 7.2 with ``HK_TYPE_DOMAIN``
+    only (7.2:8030; its ``HK_TYPE_WQ`` is an alias of ``HK_TYPE_KERNEL_NOISE``
+    that workqueue.c no longer reads), so only ``isolcpus=domain`` does.
+    Only online CPUs are returned (the model's CPUs are all online).
+
+    >>> from numalab.topology.model import Topology, CPU, Node
+    >>> t = Topology("t", possible=0xff, online=0xff, cpus={i: CPU(i, node=0) for i in range(8)},
+    ...              nodes={0: Node(0, 0xff)})
+    >>> hk = Housekeeping(possible=0xff, isolcpus=0x03, nohz_full=0xf0)
+    >>> hex(wq_unbound_cpumask(t, hk, "6.12")), hex(wq_unbound_cpumask(t, hk, "7.2"))
+    ('0xc', '0xfc')
     """
-    m = _online(topo) & housekeeping_cpumask(hk, HK_TYPE_WQ) & housekeeping_cpumask(hk, HK_TYPE_DOMAIN)
-    return m or _online(topo)
+    if kernel not in ("6.12", "7.2"):
+        raise ValueError(f"wq_unbound_cpumask() is ported for 6.12 and 7.2, not {kernel!r}")
+    m = hk.possible or _online(topo)
+    types = (HK_TYPE_WQ, HK_TYPE_DOMAIN) if kernel == "6.12" else (HK_TYPE_DOMAIN,)
+    for type_ in types:
+        r = housekeeping_cpumask(hk, type_)
+        if m & r:                      # restrict_unbound_cpumask(): never to nothing
+            m &= r
+    return (m & _online(topo)) or _online(topo)
 
 
 def unbound_pod_cpus(topo: Topology, cpu: int, scope: str = "cache") -> int:

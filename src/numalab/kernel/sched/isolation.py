@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["HK_TYPE_DOMAIN", "HK_TYPE_WQ", "Housekeeping", "housekeeping_cpumask",
+__all__ = ["HK_TYPE_DOMAIN", "HK_TYPE_WQ", "Housekeeping", "housekeeping_cpumask", "from_cmdline",
            "HOUSEKEEPING_UPDATE_STEPS", "housekeeping_update_steps", "housekeeping_update"]
 
 HK_TYPE_DOMAIN = "domain"
@@ -109,3 +109,29 @@ def housekeeping_update(hk: Housekeeping, isol_mask: int, online: int) -> Housek
                          "(-EINVAL)")
     return Housekeeping(possible=hk.possible, isolcpus=hk.isolcpus | isol_mask,
                         nohz_full=hk.nohz_full)
+
+
+def from_cmdline(cmdline: str, possible: int) -> Housekeeping:
+    """The boot options of a kernel command line: ``isolcpus=`` with the
+    ``domain`` flag (or no flag, which means domain) and ``nohz_full=``;
+    other ``isolcpus`` flags (``managed_irq``, ``nohz``) add no domain CPUs.
+    Input: the command line, ``cpu_possible_mask``. Output: :class:`Housekeeping`.
+
+    >>> hk = from_cmdline("console=ttyS0 isolcpus=domain,8-15 nohz_full=4-5", 0xffff)
+    >>> hex(hk.isolcpus), hex(hk.nohz_full)
+    ('0xff00', '0x30')
+    """
+    from ...cpumask import parse_cpulist
+    iso = nohz = 0
+    for word in cmdline.split():
+        key, _, val = word.partition("=")
+        if key == "isolcpus" and val:
+            parts = val.split(",")
+            flags = []
+            while parts and parts[0] and not parts[0][0].isdigit():
+                flags.append(parts.pop(0))
+            if not flags or "domain" in flags:
+                iso |= parse_cpulist(",".join(parts))
+        elif key == "nohz_full" and val:
+            nohz |= parse_cpulist(val)
+    return Housekeeping(possible=possible, isolcpus=iso & possible, nohz_full=nohz & possible)

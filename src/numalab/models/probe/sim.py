@@ -24,7 +24,7 @@ policy             what changes
 ``pf-wq-worker``   "PCI: Avoid work_on_cpu() in async probe workers"
               (b)  (PF_WQ_WORKER test): ``pci_call_probe()`` probes in place
                    when already in a workqueue worker, so asynchronous PCI
-                   probes stay in their unbound workers, spread over the node.
+                   probes stay in their unbound workers (in their pod).
 ``driver-core``    "[PATCH v2 0/3] Add NUMA-node-aware synchronous probing to
               (c)  driver core": a synchronous probe of a device with a node is
                    queued with ``queue_work_node(node, system_dfl_wq)`` and the
@@ -67,9 +67,15 @@ Kernel rules the model follows
 * Bound workqueue pools (``work_on_cpu()``: ``kworker/CPU:ID``) are
   concurrency-managed: a queued item starts only when no worker of the pool
   is running; a worker that sleeps (hardware wait) lets the next item start;
-  one that runs more than ``cpu_intensive_thresh_ms`` (10 ms,
-  ``workqueue.cpu_intensive_thresh_us``) of CPU without sleeping is marked
-  CPU-intensive and stops counting. Items then share the CPU.
+  one that has run more than ``cpu_intensive_thresh_ms`` (10 ms,
+  ``workqueue.cpu_intensive_thresh_us``) of CPU since it woke is marked
+  CPU-intensive and stops counting. The kernel checks this only at a
+  scheduler tick (``wq_worker_tick()``, workqueue.c 6.12:1488, 7.2:1499):
+  ``Params.hz`` (default 250: ``kernel/Kconfig.hz``'s default and Debian's
+  amd64 setting, ``CONFIG_HZ=250`` in linux-base-7.2.13+deb14-amd64's config;
+  assumed for the postings' kernels, whose config is not published) puts
+  ticks every ``1000 / hz`` ms from time 0; ``hz=0`` is the model's
+  continuous check. Items then share the CPU.
 * Unbound workqueues (``async_wq``, ``system_dfl_wq``: ``kworker/uPOOL:ID``)
   start every item at once, up to the node's share of ``max_active``
   (:func:`~numalab.kernel.workqueue.wq_node_max_active`, Linux 6.9+; the
@@ -79,18 +85,34 @@ Kernel rules the model follows
   CPU (:func:`~numalab.kernel.workqueue.select_numa_node_cpu`); the
   item goes to the pool of that CPU's pod (affinity scope ``cache``: the
   CPUs sharing its last-level cache).
-* Where a thread runs when it starts or wakes is the *scheduler's* choice; the
-  model approximates CFS/EEVDF wake-up placement: the previous CPU if idle,
-  else an idle CPU in the pod (unbound kworkers) or last-level cache (the
-  first thread of a fully idle core first, as ``select_idle_core()``), else an
-  idle CPU in the same node, else the least loaded CPU of that node (the
-  previous one on ties): a waking thread never leaves its node. Other ties
-  are broken by a random draw from the seeded generator. Bound kworkers
-  never move. A thread keeps its CPU while it runs (no periodic
-  balancing while running).
+* Where a thread runs when it starts or wakes is the *scheduler's* choice.
+  ``Params.wakeup="llc"`` (the default) ports the wake-up path of Linux 6.12
+  and 7.2: an unbound kworker woken for new work is first sent back into its
+  pod by ``kick_pool()`` (workqueue.c 6.12:1290-1297, 7.2:1301-1308: when
+  its wake CPU is outside the pod, ``cpumask_any_and_distribute()`` picks the
+  next pod CPU after a per-waker cursor); then ``select_idle_sibling()``
+  (fair.c 6.12:7937, 7.2:9027) keeps the target (the previous CPU) if idle,
+  else the task's recently used CPU if idle and in the target's LLC, else
+  scans ``sd_llc`` of the target (6.12:8032, 7.2:9122) from ``target + 1``
+  with wrap: with SMT, the first fully idle core (``select_idle_core()``),
+  else an idle SMT sibling of the previous CPU, else the first idle CPU;
+  when nothing in the LLC is idle, the target itself, busy. A waking thread
+  never leaves the LLC of its previous CPU. Simplified: ``wake_affine()``
+  always keeps ``prev_cpu`` (it may pick the waker's CPU when prev is busy),
+  ``SIS_UTIL``'s scan limit and the periodic and idle load balancers are
+  left out, and a *new* worker is placed as ``kick_pool()`` would place it
+  (in the kernel ``create_worker()`` wakes it where kthreadd's fork put it,
+  workqueue.c 7.2:2861-2893: the idlest CPU near kthreadd, possibly on
+  another node, where its wake-ups then stay; neither rule covers that). ``wakeup="node"`` is the model's own rule, not the kernel's:
+  when the pod and LLC are busy, any idle CPU of the node, else the node's
+  least loaded CPU; it stands for what load balancing across the node could
+  do at best. Ties in ``"node"`` are broken by the seeded generator. Bound
+  kworkers never move; a running thread keeps its CPU.
 * Isolated CPUs (``isolcpus=domain``; ``nohz_full``) are honoured through the
-  housekeeping masks: unbound workers use ``wq_unbound_cpumask``, udev
-  workers the ``HK_TYPE_DOMAIN`` CPUs, ``pci_call_probe()`` its own rule.
+  housekeeping masks of the policy's kernel: unbound workers use
+  ``wq_unbound_cpumask`` (6.12: ``HK_TYPE_WQ`` and ``HK_TYPE_DOMAIN``; 7.2:
+  ``HK_TYPE_DOMAIN`` only), udev workers the ``HK_TYPE_DOMAIN`` CPUs,
+  ``pci_call_probe()`` its own rule (the same split).
   ``Params.partition_cpus`` isolates more CPUs at ``partition_at_ms`` through
   a cpuset partition (7.2-based policies): the writer runs
   :data:`~numalab.kernel.sched.isolation.HOUSEKEEPING_UPDATE_STEPS` (with the
@@ -163,6 +185,8 @@ MAX_ROUNDS = 10_000               # (CPU, wait) alternations of one probe
 WQ_MAX_ACTIVE = max(mx for mx, _ in WQ_LIMITS.values())   # the largest kernel cap
 TIMESLICE_MS = 3.0                # EEVDF base slice 0.75 ms x (1 + ilog2(8))
 MAX_TIMESLICE_MS = 1000.0
+WAKEUP_RULES = ("llc", "node")    # the kernel's wake-up path; the model's node-wide rule
+HZ_DEFAULT = 250                  # CONFIG_HZ: Kconfig's default and Debian's (assumed for the postings)
 
 
 class ProbeModelError(ParameterError):
@@ -262,6 +286,10 @@ class Params:
                          devices (default: drawn from the seeded generator)
     timeslice_ms:        the scheduler's time slice
     smt_factor:          speed of a thread whose SMT sibling is busy (0..1]
+    wakeup:              ``"llc"`` (the kernel's wake-up path) or ``"node"``
+                         (the model's rule: any idle CPU of the node)
+    hz:                  scheduler ticks per second for the CPU-intensive
+                         check (0: checked continuously, the model's idealisation)
     partition_cpus:      CPUs a cpuset isolated partition takes at runtime (0: none)
     partition_at_ms:     when that partition is written
     """
@@ -277,6 +305,8 @@ class Params:
     caller_cpu: Mapping[str, int] = field(default_factory=dict)
     timeslice_ms: float = TIMESLICE_MS
     smt_factor: float = 1.0
+    wakeup: str = "llc"
+    hz: int = 250
     partition_cpus: int = 0
     partition_at_ms: float = 0.0
 
@@ -303,6 +333,8 @@ class Params:
             integer("max_active", self.max_active, 1, WQ_MAX_ACTIVE, error=err)
         number("timeslice_ms", self.timeslice_ms, 0, MAX_TIMESLICE_MS, lo_open=True, error=err)
         number("smt_factor", self.smt_factor, 0, 1, lo_open=True, error=err)
+        one_of("wakeup", self.wakeup, WAKEUP_RULES, error=err)
+        integer("hz", self.hz, 0, 10_000, error=err)
         if integer("partition_cpus", self.partition_cpus, 0, error=err).bit_length() > MAX_CPUS:
             raise ProbeModelError(f"partition_cpus names CPUs beyond the {MAX_CPUS} numalab "
                                   "handles")
@@ -418,7 +450,7 @@ class _Completion:
 class _Thread:
     __slots__ = ("tid", "name", "kind", "cpu", "allowed", "pod", "gen", "state", "remaining",
                  "wake_at", "cpu_since_wake", "pool", "counted", "intensive", "waiting_on",
-                 "seg_factor", "moves", "rec")
+                 "seg_factor", "moves", "rec", "recent")
 
     def __init__(self, tid, name, kind, cpu, allowed, pool=None, pod=0):
         self.tid = tid
@@ -438,6 +470,7 @@ class _Thread:
         self.waiting_on: _Completion | None = None
         self.moves = 0
         self.rec: ProbeRecord | None = None     # the probe this thread is running
+        self.recent = -1           # p->recent_used_cpu (select_idle_sibling())
 
     @property
     def is_wq_worker(self) -> bool:   # PF_WQ_WORKER
@@ -488,7 +521,8 @@ class _Sim:
         self.hk = Housekeeping(possible=topo.possible or online, isolcpus=params.isolcpus,
                                nohz_full=params.nohz_full)
         self.hk_domain = housekeeping_cpumask(self.hk, HK_TYPE_DOMAIN) & online or online
-        self.wq_unbound = wq_unbound_cpumask(topo, self.hk)
+        self.kernel = POLICY_KERNEL[policy]
+        self.wq_unbound = wq_unbound_cpumask(topo, self.hk, self.kernel)
         self.bound_pools: dict[int, _BoundPool] = {}
         self.unbound_pools: dict[tuple[str, int], _UnboundPool] = {}
         self.wq_active: dict[tuple[str, int], int] = {}   # (wq, pool node) -> active items
@@ -511,6 +545,8 @@ class _Sim:
         else:
             self.bg = {c: float(bg) for c in self.load}
         self.rr_unbound = 0
+        self.distribute_prev: dict[int, int] = {}   # per waking CPU (lib/cpumask.c)
+        self.tick_ms = 1000.0 / params.hz if params.hz else 0.0
 
     # -- helpers ----------------------------------------------------------------
     def node_of(self, cpu: int) -> int:
@@ -525,8 +561,89 @@ class _Sim:
             return cands[0]
         return cands[int(self.rng.integers(len(cands)))]
 
-    def _place(self, prev: int | None, allowed: int, pod: int) -> int:
-        """Wake-up placement (see the module docstring)."""
+    def _idle(self, c: int) -> bool:
+        """``available_idle_cpu()``: nothing runnable, no background load."""
+        return self.load.get(c, 0) == 0 and self.bg.get(c, 0.0) == 0
+
+    def _place(self, t: _Thread) -> int:
+        """Where ``t`` runs when it wakes: the kernel's path or the model's rule
+        (``Params.wakeup``; see the module docstring)."""
+        if self.p.wakeup == "node":
+            return self._place_node(t.cpu, t.allowed, t.pod)
+        prev = t.cpu
+        if prev is None or not (t.allowed >> prev) & 1:
+            # select_fallback_rq(): the previous CPU is no longer allowed
+            prev = _cpus(t.pod & t.allowed or t.allowed)[0]
+        return self.select_idle_sibling(t, prev, prev)
+
+    def select_idle_sibling(self, t: _Thread, prev: int, target: int) -> int:
+        """``select_idle_sibling()`` of Linux 6.12/7.2 (fair.c 6.12:7937,
+        7.2:9027) for a symmetric machine without clusters: the target if
+        idle; the task's recently used CPU if idle and in the target's LLC;
+        then a scan of ``sd_llc`` (the LLC's CPUs in the target's scheduling
+        domain) from ``target + 1``, with wrap; else the target, busy.
+        Input: the waking thread (its allowed CPUs and ``recent``), its
+        previous CPU and the target. Output: a CPU."""
+        if self._idle(target):
+            return target
+        # prev == target here (wake_affine() kept prev_cpu), so the "cache
+        # affine prev" and per-CPU-kthread steps add nothing
+        recent, t.recent = t.recent, prev
+        if (recent >= 0 and recent != prev and recent != target
+                and (self._llc(target) >> recent) & 1 and self._idle(recent)
+                and (t.allowed >> recent) & 1):
+            return recent
+        if not (self.hk_domain >> target) & 1:
+            return target            # an isolated CPU has no sd_llc
+        span = self._llc(target) & self.hk_domain
+        cpus = span & t.allowed
+        smt = any(self.siblings.values())
+        has_idle_core = False
+        if smt:
+            # test_idle_cores(): the LLC's hint, taken as exact
+            has_idle_core = any(self._idle(c) and all(self._idle(x) for x in _cpus(self.siblings[c]))
+                                for c in _cpus(span))
+            if not has_idle_core and (self._llc(target) >> prev) & 1:
+                # select_idle_smt(): an idle SMT sibling of prev in the domain
+                for c in _cpus((self.siblings[prev]) & t.allowed & span):
+                    if self._idle(c):
+                        return c
+        if not cpus:
+            return target
+        order = [c for c in _cpus(span) if c > target] + [c for c in _cpus(span) if c <= target]
+        idle_cpu = -1
+        for c in order:                       # for_each_cpu_wrap(cpu, cpus, target + 1)
+            if not (cpus >> c) & 1:
+                continue
+            if has_idle_core:                 # select_idle_core()
+                core_idle = True
+                for x in _cpus(self.siblings[c] | (1 << c)):
+                    if not self._idle(x):
+                        core_idle = False
+                        if idle_cpu == -1:
+                            continue
+                        break
+                    if idle_cpu == -1 and (cpus >> x) & 1:
+                        idle_cpu = x
+                if core_idle:
+                    return c
+                cpus &= ~(self.siblings[c] | (1 << c))
+            elif self._idle(c):
+                return c
+        return idle_cpu if idle_cpu >= 0 else target
+
+    def kick_pool_cpu(self, pod: int, waker: int) -> int:
+        """``cpumask_any_and_distribute(pod, cpu_online_mask)`` as
+        ``kick_pool()`` calls it: the next online pod CPU after the waking
+        CPU's cursor (``distribute_cpu_mask_prev``), with wrap."""
+        prev = self.distribute_prev.get(waker, 0)
+        cands = _cpus(pod & self.online)
+        nxt = next((c for c in cands if c > prev), cands[0])
+        self.distribute_prev[waker] = nxt
+        return nxt
+
+    def _place_node(self, prev: int | None, allowed: int, pod: int) -> int:
+        """The model's node-wide rule (``wakeup="node"``), not the kernel's."""
         def cost(c):
             return self.load.get(c, 0) + self.bg.get(c, 0.0)
         if prev is not None and (allowed >> prev) & 1 and cost(prev) == 0:
@@ -563,7 +680,7 @@ class _Sim:
     def _to_run(self, t: _Thread, ms: float, factor=None):
         if t.state != _RUN:
             if t.kind != "bound kworker":
-                c = self._place(t.cpu, t.allowed, t.pod)
+                c = self._place(t)
                 if c != t.cpu:
                     t.moves += 1
                 t.cpu = c
@@ -722,7 +839,7 @@ class _Sim:
             nodes = {self.node_of(c) for c in _cpus(pod)}
             pool.node = nodes.pop() if len(nodes) == 1 else -1   # NUMA_NO_NODE
         w = _Work(body, wq, pool)
-        self.wq_pending.setdefault(wq, deque()).append((w, target))
+        self.wq_pending.setdefault(wq, deque()).append((w, target, from_cpu))
         self._start_pending_unbound(wq)
         return w.completion
 
@@ -750,10 +867,10 @@ class _Sim:
             return
         waiting = deque()
         while q:
-            w, target = q.popleft()
+            w, target, waker = q.popleft()
             key = (wq, w.pool.node)
             if self.wq_active.get(key, 0) >= self.wq_max_active(wq, w.pool.node):
-                waiting.append((w, target))   # inactive until an item of its node ends
+                waiting.append((w, target, waker))   # inactive until an item of its node ends
                 continue
             self.wq_active[key] = self.wq_active.get(key, 0) + 1
             pool = w.pool
@@ -763,12 +880,17 @@ class _Sim:
                                          "unbound kworker", None, pool.allowed, pool, pool.pod)
                 pool.workers.append(worker)
             # kick_pool(): a non-strict pod sets the wake CPU inside the pod
-            # (cpumask_any_distribute(); a seeded draw here). When the target's
+            # (cpumask_any_and_distribute(); a seeded draw under "node"). When the target's
             # pod has no allowed CPU (say, the node's first CPUs are isolated:
             # select_numa_node_cpu() ignores housekeeping), the pod is every
             # allowed CPU, and the worker may start on another node.
             if worker.cpu is None or not (pool.pod >> worker.cpu) & 1:
-                worker.cpu = target if (pool.pod >> target) & 1 else self._pick(_cpus(pool.pod))
+                if self.p.wakeup == "node":
+                    worker.cpu = target if (pool.pod >> target) & 1 else self._pick(_cpus(pool.pod))
+                else:
+                    # kick_pool() (a new worker is taken as woken the same way;
+                    # the kernel wakes it from create_worker())
+                    worker.cpu = self.kick_pool_cpu(pool.pod, waker)
             self._start_work(worker, w)
         q.extend(waiting)
 
@@ -793,6 +915,7 @@ class _Sim:
     def run(self):
         thresh = self.p.cpu_intensive_thresh_ms
         ts = self.p.timeslice_ms
+        tick = self.tick_ms
         while True:
             executing = [q[0] for q in self.rq.values() if q]
             sleeping = [t for t in self.threads if t.state == _SLEEP and t.wake_at < math.inf]
@@ -807,7 +930,11 @@ class _Sim:
                 if len(self.rq[t.cpu]) > 1:
                     dt = min(dt, self.slice_left[t.cpu])
                 if t.counted and not t.intensive:
-                    dt = min(dt, max(thresh - t.cpu_since_wake, 0.0) / r)
+                    cross = max(thresh - t.cpu_since_wake, 0.0) / r
+                    if tick:
+                        # wq_worker_tick(): checked at the first tick after crossing
+                        cross = math.ceil((self.now + cross - _EPS) / tick) * tick - self.now
+                    dt = min(dt, max(cross, 0.0))
             for t in sleeping:
                 dt = min(dt, t.wake_at - self.now)
             dt = max(dt, 0.0)
@@ -826,8 +953,9 @@ class _Sim:
             for t in executing:
                 if t.state != _RUN:
                     continue
+                on_tick = not tick or abs(self.now / tick - round(self.now / tick)) * tick <= 1e-7
                 if t.counted and not t.intensive and t.cpu_since_wake >= thresh - _EPS \
-                        and t.remaining > _EPS:
+                        and t.remaining > _EPS and on_tick:
                     t.intensive = True
                     t.counted = False
                     t.pool.nr_running -= 1
@@ -980,7 +1108,7 @@ class _Kernel(_Sim):
                     for comp in list(self.pci_wq_inflight):   # flush_workqueue()
                         yield ("wait", comp)
                 elif step == "workqueue_unbound_housekeeping_update":
-                    self.wq_unbound = wq_unbound_cpumask(self.topo, self.hk)
+                    self.wq_unbound = wq_unbound_cpumask(self.topo, self.hk, self.kernel)
                 # synchronize_rcu() and the other steps take no modelled time
             now, _ = yield ("now",)
             self.partition["returned_ms"] = now
@@ -1206,14 +1334,17 @@ def partition_change(topo: Topology, devices: Sequence[Device], cpus: int, at_ms
 def scaling_bands(by_rounds: Mapping[int, tuple[float, float, float]],
                   devices_per_node: Iterable[int], alphas: Iterable[float] = (0.5,),
                   serials: Iterable[float] = (0.0,), cpus_per_node: int = 128, nodes: int = 2,
-                  policy: str = "pf-wq-worker", seed: int = 0, llc_size: int = 8):
+                  policy: str = "pf-wq-worker", seed: int = 0, llc_size: int = 8,
+                  wakeups: Iterable[str] = ("llc",), hzs: Iterable[int] = (HZ_DEFAULT,)):
     """Speedup of ``policy`` over mainline in boot probing time (makespan), and
     the per-probe times, over every fitted round count (``by_rounds``: rounds
     -> (rms, cpu_ms, wait_ms), as :attr:`numalab.models.probe.calibrate.Fit.by_rounds`), every
-    ``alpha`` and every serial share.
+    ``alpha``, serial share, wake-up rule (``Params.wakeup``) and ``hz``.
 
-    Output: a DataFrame, one row per (rounds, alpha, serial, devices_per_node):
-    makespan and mean per-probe time of both policies, and speedup.
+    Output: a DataFrame, one row per (rounds, alpha, serial, wakeup, hz,
+    devices_per_node): makespan and mean per-probe time of both policies,
+    speedup, and how many distinct CPUs ran the fixed policy's probes
+    (``fixed_cpus``) and in how many LLCs (``fixed_llcs``).
 
     >>> df = scaling_bands({2: (0.02, 10.0, 10.0)}, [1, 4], cpus_per_node=8, serials=(0.0, 0.2))
     >>> bool((df[df.devices_per_node == 4].speedup > 1).all())
@@ -1222,19 +1353,23 @@ def scaling_bands(by_rounds: Mapping[int, tuple[float, float, float]],
     import pandas as pd
     rows = []
     topo = machine(nodes, cpus_per_node, llc_size=min(llc_size, cpus_per_node))
-    for r, (_, cpu_ms, wait_ms) in sorted(by_rounds.items()):
-        for a in alphas:
-            for sfr in serials:
-                dev = Device("nvme", "pci", -1, "async", cpu_ms, wait_ms, r, driver="nvme",
-                             serial=sfr)
-                for k in devices_per_node:
-                    devs = [dataclasses.replace(dev, name=f"nvme{n}.{i}", node=n)
-                            for n in range(nodes) for i in range(k)]
-                    out = {"rounds": r, "alpha": a, "serial": sfr, "devices_per_node": k}
-                    for tag, pol in (("mainline", "mainline"), ("fixed", policy)):
-                        run = simulate(topo, devs, pol, seed=seed, params=Params(alpha=a))
-                        out[f"{tag}_makespan_ms"] = run.makespan
-                        out[f"{tag}_probe_ms"] = float(np.mean([p.cost for p in run.probes]))
-                    out["speedup"] = out["mainline_makespan_ms"] / out["fixed_makespan_ms"]
-                    rows.append(out)
+    import itertools
+    for (r, (_, cpu_ms, wait_ms)), a, sfr, wk, hz in itertools.product(
+            sorted(by_rounds.items()), alphas, serials, wakeups, hzs):
+        dev = Device("nvme", "pci", -1, "async", cpu_ms, wait_ms, r, driver="nvme", serial=sfr)
+        prm = Params(alpha=a, wakeup=wk, hz=hz)
+        for k in devices_per_node:
+            devs = [dataclasses.replace(dev, name=f"nvme{n}.{i}", node=n)
+                    for n in range(nodes) for i in range(k)]
+            out = {"rounds": r, "alpha": a, "serial": sfr, "wakeup": wk, "hz": hz,
+                   "devices_per_node": k}
+            for tag, pol in (("mainline", "mainline"), ("fixed", policy)):
+                run = simulate(topo, devs, pol, seed=seed, params=prm)
+                out[f"{tag}_makespan_ms"] = run.makespan
+                out[f"{tag}_probe_ms"] = float(np.mean([p.cost for p in run.probes]))
+            cpus = {p.cpu for p in run.probes}
+            out["fixed_cpus"] = len(cpus)
+            out["fixed_llcs"] = len({topo.cpus[c].llc_cpus for c in cpus})
+            out["speedup"] = out["mainline_makespan_ms"] / out["fixed_makespan_ms"]
+            rows.append(out)
     return pd.DataFrame(rows)
