@@ -78,7 +78,7 @@ def test_collect_bench_stores_idle_inputs(monkeypatch, tmp_path):
     from numalab.cli import main
     from numalab.topology import load
 
-    monkeypatch.setattr(atomics, "run_atomics", lambda quick, progress: {
+    monkeypatch.setattr(atomics, "run_atomics", lambda quick, progress, **kw: {
         "kind": "atomics", "seconds": 0, "latency": {"cpus": [0], "round_trip_ns": [[None]]}})
     monkeypatch.setattr(measure, "run_idle_inputs",
                         lambda quick: {"kind": "idle-inputs", "quick": quick})

@@ -768,7 +768,7 @@ def crossover(table, arm: str = "refcount_t get", work_ns: float = 40, loss: flo
 
 
 def host_cpu(cpuinfo: str | None = None) -> dict:
-    """This machine's CPU as ``/proc/cpuinfo`` names it: ``model_name``,
+    r"""This machine's CPU as ``/proc/cpuinfo`` names it: ``model_name``,
     ``vendor_id``, ``cpu_family``, ``model``, ``stepping`` (strings, first
     CPU's block; missing keys are left out) and ``hypervisor`` (the
     ``hypervisor`` flag: a virtual machine). ``cpuinfo``: the file's text
