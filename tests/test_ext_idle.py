@@ -469,7 +469,6 @@ def test_port_equals_the_lab_kernel(path):
     m = port_masks(r, load(path))
     differ, raced = [], 0
     for s in r.selects:
-        m.waker_exiting = s.waker_exiting
         pp = port_pick(m, s)
         if not (pp.same_ret and pp.same_claims):
             if s.concurrent_stores:

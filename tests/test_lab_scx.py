@@ -13,7 +13,7 @@ import pytest
 
 from numalab.lab import LabError
 from numalab.lab.initramfs import InitConfig, init_script
-from numalab.lab.scx import (CLAIM_SITES, WF_SYNC, claim_site_name, init_section,
+from numalab.lab.scx import (CLAIM_SITES, claim_site_name, init_section,
                              parse_scx_trace, parse_workload, port_masks, port_pick,
                              probe_lines, read_scx)
 from numalab.lab.scxbuild import member_offset, parse_btf_raw
@@ -224,29 +224,17 @@ def _explain(r, m, s, pp) -> str | None:
     only in a known, documented way), else a description."""
     if pp.same_ret and pp.same_claims:
         return None
-    no_waker = [(c, ok) for c, ok, site in s.claims
-                if claim_site_name(r.release, site) != "sync_waker"]
-    if pp.same_ret and pp.claims == no_waker:
-        return None     # port difference 1: 7.2 claims the waker's CPU (WAKE_SYNC)
     if s.concurrent_stores:
         return None     # another CPU changed the masks during this select (a race)
-    if s.waker_exiting and s.wake_flags & WF_SYNC:
-        # port difference 2: 7.2 skips the waker branch for an exiting waker;
-        # with that branch off, the port must then do exactly what the kernel did
-        again = port_pick(m, s, exiting=True)
-        if again.same_ret and again.same_claims:
-            return None
     return (f"select seq {s.seq}: kernel ret {s.ret} claims {s.claims}, port ret {pp.ret} "
             f"claims {pp.claims} (prev {s.prev_cpu}, waker {s.waker_cpu}, wf {s.wake_flags:#x})")
 
 
 def test_port_picks_like_the_kernel(run):
-    """The port, started from each select's recorded entry state, returns the
-    kernel's CPU and makes the kernel's claims, except where a known
-    difference explains it: 7.2 claims the waker's CPU in the WAKE_SYNC branch
-    (idle.c:558) where the port does not; 7.2 skips that branch for an exiting
-    waker (idle.c:553) and the port, which has no such input, must then match
-    with the branch turned off; or another CPU stored during the select."""
+    """The port, started from each select's recorded entry state (the waker's
+    PF_EXITING included), returns the kernel's CPU and makes the kernel's
+    claims -- the WAKE_SYNC claim of the waker's CPU (idle.c:558) included --
+    except where another CPU stored to the masks during the select (a race)."""
     from numalab.topology import load
     r, path = run
     m = port_masks(r, load(path))
@@ -314,3 +302,18 @@ def test_cli_refuses_in_one_line_and_shows_counts(capsys):
     out = capsys.readouterr().out
     assert "sched_ext: scx_simple, pernode idle masks" in out
     assert "pingpong-pin:4x30: claims " in out and "--sched-ext pernode" in out
+
+
+def test_repeats_table_starts_with_the_committed_runs():
+    """data/lab/scx/repeats.toml (read by chapter 4) lists the committed
+    16-vCPU dumps as run 1: its counts must be theirs."""
+    import tomllib
+    from numalab import datasets as ds
+    from numalab.lab.scx import read_scx
+    scx = ds.repo_root() / "data" / "lab" / "scx"
+    rep = tomllib.loads((scx / "repeats.toml").read_text())
+    for mode, r in rep["runs"].items():
+        run = read_scx(scx / f"lab-7.2-scx-{mode}-16cpu-2n.tar.bz2")
+        c = run.counts()
+        assert round(c["claims"] / len(run.selects), 2) == r["claims_per_select"][0]
+        assert round(100 * c["claims_won"] / c["claims"]) == r["claims_won_pct"][0]

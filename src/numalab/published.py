@@ -81,7 +81,7 @@ def idle_b200() -> dict:
 
 
 def idle_dgx1() -> dict:
-    """The sched_ext patch's DGX-1 claim in its latest posting (v9 to v11 and
+    """The sched_ext patch's DGX-1 claim in its latest posting (v9 to v12 and
     the merged patch): ``speedup_low`` / ``speedup_high`` (fractions), the
     version that introduced it (``since``) and v8's earlier wording."""
     return dict(table()["idle"]["dgx1"])

@@ -622,19 +622,17 @@ def port_masks(run: ScxRun, topo):
     return IdleMasks(topo, per_node=run.mode == "pernode")
 
 
-def port_pick(m, s: Select, exiting: bool = False) -> PortPick:
+def port_pick(m, s: Select) -> PortPick:
     """Run the port's ``scx_select_cpu_dfl()`` on the state ``s`` recorded at
     the kernel's entry: the idle masks, every CPU's local DSQ length, every
     CPU's ``distribute_cpu_mask_prev`` (when recorded), the waker's CPU as
-    ``this_cpu``, the task's allowed CPUs, ``wake_flags`` and ``flags``.
+    ``this_cpu``, the waker's ``PF_EXITING`` (``Select.waker_exiting``, which
+    7.2's WAKE_SYNC branch tests, idle.c:553), the task's allowed CPUs,
+    ``wake_flags`` and ``flags``.
     The port's claims are observed the way the kprobe observes the kernel's:
     each call of its ``scx_idle_test_and_clear_cpu()`` and its result.
-    ``m``: from :func:`port_masks` (its masks are overwritten here).
-
-    ``exiting``: the waker has ``PF_EXITING`` (``Select.waker_exiting``). The
-    port has no such input; its waker branch is turned off the one way it
-    can be, a non-empty local DSQ on the waker's CPU (the branch tests both
-    conditions together, and nothing else reads that length)."""
+    ``m``: from :func:`port_masks` (its masks and ``waker_exiting`` are
+    overwritten here)."""
     from ..kernel.sched import ext_idle as port
     for node, (cpu_bits, smt_bits) in s.masks.items():
         pair = m.global_masks if node == -1 else m.node_masks.get(node)
@@ -645,8 +643,7 @@ def port_pick(m, s: Select, exiting: bool = False) -> PortPick:
     for c in range(min(len(s.dprev), m.nr_cpu_ids)):
         m.distribute_prev[c] = s.dprev[c]
     m.this_cpu = s.waker_cpu
-    if exiting:
-        m.local_dsq_nr[s.waker_cpu] = max(1, m.local_dsq_nr[s.waker_cpu])
+    m.waker_exiting = bool(s.waker_exiting)
     claims: list[tuple[int, bool]] = []
     real = port.scx_idle_test_and_clear_cpu
 

@@ -1,14 +1,14 @@
 """A parallel-build-like load on sched_ext's idle masks: flat versus per-node.
 
 The question of the series "sched_ext: split global idle cpumask into
-per-NUMA cpumasks" (v11, merged for 6.15):
+per-NUMA cpumasks" (v12, its latest posting, merged for 6.15):
 with one global idle cpumask, every CPU entering or leaving idle, and every
 wakeup that claims an idle CPU, writes the same few cache lines. On a large
 two-socket machine those lines bounce between sockets; with one mask per node
 they mostly stay on their node. The cover letter reports a parallel kernel
 build on a DGX B200 (224 threads, 2 nodes) going from 52.431 s to 50.342 s
 (about 4%) with ``scx_simple``; on a DGX-1 (40 cores, 2 nodes) v8 saw no
-measurable difference, v9 to v11 and the merged patch "a speedup of around
+measurable difference, v9 to v12 and the merged patch "a speedup of around
 1.5-3%".
 
 The model. ``P`` CPUs, ``tasks_per_cpu * P`` tasks (``make -j $(nproc)``).
