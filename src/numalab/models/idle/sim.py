@@ -983,7 +983,7 @@ ASSUMED_RANGES: dict[str, tuple[Any, Any, str]] = {
     "tasks_per_cpu": (1.0, 2.0, "make -j$(nproc) starts one job per CPU; more with nested makes"),
     "waker_local": (0.5, 1.0, "how often the waker runs on the wakee's node (make and the "
                               "compiler wake each other through pipes)"),
-    "sync_frac": (0.0, 1.0, "share of wakeups flagged WF_SYNC; pipe wakeups are sync"),
+    "sync_frac": (0.0, 1.0, "share of wakeups flagged SCX_WAKE_SYNC (the core's WF_SYNC); pipe wakeups are sync"),
     "local_ns": (30.0, 70.0, "one-way same-node line transfer; no measurement on the "
                              "modelled machines"),
     "remote_factor": (0.75, 1.5, "remote transfer relative to local * SLIT/10"),
