@@ -12,7 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import stats
+
+def _stats():
+    """scipy.stats, imported when a test is computed: the build imports this
+    module to write the reviewer's guide, and scipy.stats takes a second."""
+    from scipy import stats
+    return stats
+
 
 __all__ = ["Difference", "difference", "power"]
 
@@ -34,7 +40,7 @@ class Difference:
         >>> round(lo, 2), round(hi, 2)
         (-4.81, 0.63)
         """
-        half = float(stats.t.ppf(0.5 + level / 2, self.dof)) * self.se
+        half = float(_stats().t.ppf(0.5 + level / 2, self.dof)) * self.se
         return self.diff - half, self.diff + half
 
     def sentence(self, unit: str) -> str:
@@ -67,7 +73,7 @@ def difference(mean_before: float, sd_before: float, n_before: int,
     dof = (va + vb) ** 2 / ((va ** 2 / (n_before - 1) if va else 0) +
                             (vb ** 2 / (n_after - 1) if vb else 0))
     t = diff / se
-    p = 2 * stats.t.sf(abs(t), dof)
+    p = 2 * _stats().t.sf(abs(t), dof)
     return Difference(diff, se, t, dof, float(p),
                       diff / sd_before if sd_before else math.inf)
 
@@ -88,6 +94,6 @@ def power(effect: float, sd_before: float, sd_after: float, n: int,
     if se == 0:
         return 1.0 if effect else alpha
     dof = (va + vb) ** 2 / ((va ** 2 + vb ** 2) / (n - 1))
-    crit = float(stats.t.ppf(1 - alpha / 2, dof))
+    crit = float(_stats().t.ppf(1 - alpha / 2, dof))
     ncp = abs(effect) / se
-    return float(stats.nct.sf(crit, dof, ncp) + stats.nct.cdf(-crit, dof, ncp))
+    return float(_stats().nct.sf(crit, dof, ncp) + _stats().nct.cdf(-crit, dof, ncp))
