@@ -86,8 +86,10 @@ Kernel rules the model follows
   item goes to the pool of that CPU's pod (affinity scope ``cache``: the
   CPUs sharing its last-level cache).
 * Where a thread runs when it starts or wakes is the *scheduler's* choice.
-  ``Params.wakeup="llc"`` (the default) ports the wake-up path of Linux 6.12
-  and 7.2: an unbound kworker woken for new work is first sent back into its
+  ``Params.wakeup="llc"`` (the default; the chapter's *pod rule*) is a model
+  rule built on the wake-up path of Linux 6.12 and 7.2, plus two assumptions
+  of its own: a *new* worker starts in its pod, and no load balancing (see
+  "Simplified" below). Its ported part: an unbound kworker woken for new work is first sent back into its
   pod by ``kick_pool()`` (workqueue.c 6.12:1290-1297, 7.2:1301-1308: when
   its wake CPU is outside the pod, ``cpumask_any_and_distribute()`` picks the
   next pod CPU after a per-waker cursor); then ``select_idle_sibling()``
@@ -185,7 +187,8 @@ MAX_ROUNDS = 10_000               # (CPU, wait) alternations of one probe
 WQ_MAX_ACTIVE = max(mx for mx, _ in WQ_LIMITS.values())   # the largest kernel cap
 TIMESLICE_MS = 3.0                # EEVDF base slice 0.75 ms x (1 + ilog2(8))
 MAX_TIMESLICE_MS = 1000.0
-WAKEUP_RULES = ("llc", "node")    # the kernel's wake-up path; the model's node-wide rule
+WAKEUP_RULES = ("llc", "node")    # both model rules: "llc" = pod rule (kernel wake-up path,
+                                  # new workers in their pod, no load balancing); "node" = node-wide
 HZ_DEFAULT = 250                  # CONFIG_HZ: Kconfig's default and Debian's (assumed for the postings)
 
 
@@ -286,7 +289,8 @@ class Params:
                          devices (default: drawn from the seeded generator)
     timeslice_ms:        the scheduler's time slice
     smt_factor:          speed of a thread whose SMT sibling is busy (0..1]
-    wakeup:              ``"llc"`` (the kernel's wake-up path) or ``"node"``
+    wakeup:              ``"llc"`` (the pod rule: the kernel's wake-up path, new
+                         workers in their pod, no load balancing) or ``"node"``
                          (the model's rule: any idle CPU of the node)
     hz:                  scheduler ticks per second for the CPU-intensive
                          check (0: checked continuously, the model's idealisation)
