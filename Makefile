@@ -10,9 +10,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 BUILD_ARGS ?=
 PYTEST_ARGS ?=
-# Two test processes (this project's machines have 2 cores); the tests that
+# Two test processes (this project's machines have 2 cores; idle ones steal queued
+# tests from busy ones); the tests that
 # read the quick book share one build (tests/conftest.py).
-PYTEST_XDIST ?= -n 2
+PYTEST_XDIST ?= -n 2 --dist worksteal
 
 .PHONY: all book test test-fast lab clean distclean
 
