@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -136,3 +137,22 @@ def pytest_collection_modifyitems(config, items):
     first = next((i for i in book if "quick_book" in i.fixturenames), book[0])
     rest = [i for i in items if i not in book]
     items[:] = [first] + rest + [i for i in book if i is not first]
+
+
+class Hang(Exception):
+    """A property test's call that ran past its deadline."""
+
+
+@contextmanager
+def deadline(what, seconds: int = 30):
+    """Raise :class:`Hang` when the block runs longer than ``seconds``
+    (``signal.alarm``: the property tests' guard against a hang)."""
+    def fire(signum, frame):
+        raise Hang(f"{what}: still running after {seconds} s")
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import deadline
 from bad_corpus import _compress, _tar_of_tree, good_lab_files, lab_manifest
 from numalab.cli import main
 from numalab.errors import NumalabError
@@ -46,21 +47,6 @@ SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples
 BASE_FILES, BASE_LINKS = good_lab_files()
 
 
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def deadline(what):
-    def fire(signum, frame):
-        raise Hang(f"{what}: still running after {TIMEOUT_S} s")
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(TIMEOUT_S)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # -- values --------------------------------------------------------------------------------
@@ -149,7 +135,7 @@ def write_dump(folder: Path, manifest: bytes, texts: dict[str, str]) -> str:
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with deadline(argv), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with deadline(argv, TIMEOUT_S), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(argv)
     return rc, out.getvalue(), err.getvalue()
 
@@ -176,7 +162,7 @@ def check_book_functions(path: str) -> None:
     """What the chapters call on a lab dump: a result or a NumalabError."""
     from numalab.lab import oracle
     from numalab.lab.dump import read_lab_dump
-    with deadline(path):
+    with deadline(path, TIMEOUT_S):
         d = read_lab_dump(path)
         for fn in (oracle.mask_table, oracle.probe_table, oracle.dedicated_counts,
                    oracle.dump_variant, oracle.reproduce):

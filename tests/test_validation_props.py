@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
+from conftest import deadline
 from numalab.cli import main
 from numalab.errors import ParameterError
 from numalab.topology import load
@@ -53,21 +54,6 @@ def small_budgets():
         yield
 
 
-class Hang(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def deadline(what):
-    def fire(signum, frame):
-        raise Hang(f"{what}: still running after {TIMEOUT_S} s")
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(TIMEOUT_S)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _event(what: str) -> None:
@@ -77,7 +63,7 @@ def _event(what: str) -> None:
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    with deadline(argv), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with deadline(argv, TIMEOUT_S), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(argv)
     return rc, out.getvalue(), err.getvalue()
 
@@ -101,7 +87,7 @@ def check_cli(argv: list[str]) -> int:
 def check_api(what, fn):
     """Call ``fn()``; it returns, or raises a ParameterError with one line."""
     try:
-        with deadline(what):
+        with deadline(what, TIMEOUT_S):
             result = fn()
         _event("returned")
         return result

@@ -156,13 +156,10 @@ def _run(args) -> dict:
                           say=lambda line: print(line, file=sys.stderr, flush=True))
 
 
-try:
-    from .bench import Benchmark, register
-except ImportError:      # pragma: no cover
-    pass
-else:
-    register(Benchmark(
-        name="book",
-        help="time make book's build on fresh clones of HEAD (full, then no-change), "
-             "min/median/max over --runs",
-        add_arguments=_arguments, run=_run, render=render))
+from .bench import Benchmark, register  # noqa: E402 (bench imports this module only by name)
+
+register(Benchmark(
+    name="book",
+    help="time make book's build on fresh clones of HEAD (full, then no-change), "
+         "min/median/max over --runs",
+    add_arguments=_arguments, run=_run, render=render))

@@ -134,13 +134,10 @@ def _run(args) -> dict:
                          say=lambda line: print(line, file=sys.stderr, flush=True))
 
 
-try:
-    from .bench import Benchmark, register
-except ImportError:      # pragma: no cover
-    pass
-else:
-    register(Benchmark(
-        name="lab",
-        help="boots/hour of numalab lab sweep here, one at a time vs --workers (QEMU), and "
-             "the projected wall time of larger matrices",
-        add_arguments=_arguments, run=_run, render=render))
+from .bench import Benchmark, register  # noqa: E402 (bench imports this module only by name)
+
+register(Benchmark(
+    name="lab",
+    help="boots/hour of numalab lab sweep here, one at a time vs --workers (QEMU), and "
+         "the projected wall time of larger matrices",
+    add_arguments=_arguments, run=_run, render=render))
