@@ -98,11 +98,28 @@ def test_toc_lists_only_present_chapters_in_order():
 
 def test_only_accepts_stem_or_number():
     nbs = {"01-machine": Path("a"), "02-group-cpus": Path("b")}
-    assert build.select_notebooks(nbs, "2") == "02-group-cpus"
-    assert build.select_notebooks(nbs, "01-machine") == "01-machine"
-    assert build.select_notebooks(nbs, "notebooks/02-group-cpus.ipynb") == "02-group-cpus"
+    assert build.select_notebooks(nbs, "2") == {"02-group-cpus"}
+    assert build.select_notebooks(nbs, "01-machine") == {"01-machine"}
+    assert build.select_notebooks(nbs, "notebooks/02-group-cpus.ipynb") == {"02-group-cpus"}
     with pytest.raises(NumalabError):
         build.select_notebooks(nbs, "7")
+
+
+def test_evidence_page_follows_its_chapter():
+    nbs = {"01-machine": Path("a"), "02-group-cpus": Path("b"),
+           "02-group-cpus-evidence": Path("c")}
+    # a chapter brings its evidence page; the evidence page alone by its stem
+    assert build.select_notebooks(nbs, "2") == {"02-group-cpus", "02-group-cpus-evidence"}
+    assert build.select_notebooks(nbs, "02-group") == {"02-group-cpus", "02-group-cpus-evidence"}
+    assert build.select_notebooks(nbs, "02-group-cpus-evidence") == {"02-group-cpus-evidence"}
+    order = build.chapter_order(nbs)
+    assert order == ["01-machine", "02-group-cpus", "02-group-cpus-evidence"]
+    toc = build.toc_yaml(order)
+    assert ("  - file: notebooks/02-group-cpus\n    sections:\n"
+            "    - file: notebooks/02-group-cpus-evidence\n") in toc
+    # an evidence page whose chapter is absent is listed on its own
+    assert "- file: notebooks/03-x-evidence" in build.toc_yaml(
+        build.chapter_order(["03-x-evidence"]))
 
 
 def _requirements(text: str) -> dict[str, str]:

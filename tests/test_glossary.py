@@ -38,6 +38,16 @@ PATTERNS = {
     "HiGHS": r"\bHiGHS\b",
     "fit quality": r"\bfit quality\b",
     "held-out test": r"\bheld-out test\b",
+    "isolcpus": r"\bisolcpus\b",
+    "nohz_full": r"\bnohz_full\b",
+    "cpuset partition": r"\bcpuset partitions?\b",
+    "SR-IOV": r"\bSR-IOV\b",
+    "RCU read section": r"\bRCU read(?:-side)? (?:critical )?sections?\b",
+    "lockdep": r"\blockdep\b",
+    "Welch's t-test": r"\bWelch(?:'s)?(?: t-)?test\b",
+    "hand-off window": r"\bhand-off window\b",
+    "brentq": r"\bbrentq\b",
+    "N_ONLINE": r"\bN_ONLINE\b",
 }
 ROLE = re.compile(r"\{term\}`([^`<]*?)(?:\s*<([^>]+)>)?`")
 MASK = re.compile(r"\{[a-z-]+\}`[^`]*`|`[^`]*`|\[[^\]]*\]\([^)]*\)|\$[^$]*\$|<[^>]*>|https?://\S+")
@@ -96,7 +106,9 @@ def test_glossary_has_the_terms_the_issue_names():
     for t in ("NUMA node", "SLIT distance", "cluster", "SMT sibling", "LLC", "MSI-X vector",
               "managed interrupt", "effective affinity", "blk-mq hardware queue", "housekeeping CPU",
               "unbound workqueue", "pod", "affinity scope", "percpu_ref modes", "RCU grace period",
-              "M/M/1", "CV", "MILP"):
+              "M/M/1", "CV", "MILP", "isolcpus", "nohz_full", "cpuset partition", "SR-IOV",
+              "RCU read section", "lockdep", "Welch's t-test", "held-out test", "hand-off window",
+              "brentq", "N_ONLINE"):
         assert t in terms
 
 

@@ -60,7 +60,7 @@ from .errors import NumalabError
 __all__ = ["KNOWN_CHAPTERS", "FRONT_MATTER", "BACK_MATTER", "Project", "Job",
            "notebook_parameters", "parameters_for", "notebook_digest", "path_digest",
            "package_digest", "cache_key", "select_notebooks", "chapter_order",
-           "toc_yaml", "execute_notebook", "describe_failure", "build"]
+           "toc_yaml", "evidence_of", "EVIDENCE_SUFFIX", "execute_notebook", "describe_failure", "build"]
 
 #: The book's chapters, in reading order. Notebooks not listed here are
 #: appended in name order; listed ones that do not exist are left out.
@@ -275,37 +275,67 @@ def cache_key(notebook: Path, params: dict, package: str, memo: dict | None = No
 # Which notebooks, in which order
 
 
+#: A chapter's evidence page (its sweeps, refits and diagnostics) is the
+#: notebook ``STEM-evidence.ipynb`` beside ``STEM.ipynb``; the table of
+#: contents nests it under its chapter.
+EVIDENCE_SUFFIX = "-evidence"
+
+
+def evidence_of(stem: str) -> str | None:
+    """The chapter an evidence page belongs to, or None for a chapter page.
+
+    >>> evidence_of("04-idle-masks-evidence"), evidence_of("04-idle-masks")
+    ('04-idle-masks', None)
+    """
+    return stem[:-len(EVIDENCE_SUFFIX)] if stem.endswith(EVIDENCE_SUFFIX) else None
+
+
 def chapter_order(stems: Iterable[str]) -> list[str]:
     """Known chapters first (in :data:`KNOWN_CHAPTERS` order), then the rest
-    by name.
+    by name; each evidence page right after its chapter.
 
-    >>> chapter_order(["zz", "03-probing", "01-machine"])
-    ['01-machine', '03-probing', 'zz']
+    >>> chapter_order(["zz", "03-probing-evidence", "03-probing", "01-machine"])
+    ['01-machine', '03-probing', '03-probing-evidence', 'zz']
     """
     stems = set(stems)
-    known = [s for s in KNOWN_CHAPTERS if s in stems]
-    return known + sorted(stems - set(known))
+    pages = {s for s in stems if evidence_of(s) is None or evidence_of(s) not in stems}
+    known = [s for s in KNOWN_CHAPTERS if s in pages]
+    order = []
+    for s in known + sorted(pages - set(known)):
+        order.append(s)
+        if s + EVIDENCE_SUFFIX in stems:
+            order.append(s + EVIDENCE_SUFFIX)
+    return order
 
 
-def select_notebooks(notebooks: dict[str, Path], only: str | None) -> str | None:
+def select_notebooks(notebooks: dict[str, Path], only: str | None) -> set[str] | None:
     """Resolve ``--only``: a stem (``03-probing``), a unique prefix, or a
-    number (``3`` or ``03``). Returns the stem, or None for no filter.
+    number (``3`` or ``03``). A chapter comes with its evidence page; an
+    evidence page named by its stem comes alone. Returns the stems, or None
+    for no filter.
 
-    >>> select_notebooks({"01-machine": Path("a"), "03-probing": Path("b")}, "3")
-    '03-probing'
+    >>> sorted(select_notebooks({"01-machine": Path("a"), "03-probing": Path("b"),
+    ...                          "03-probing-evidence": Path("c")}, "3"))
+    ['03-probing', '03-probing-evidence']
     """
     if only is None:
         return None
     key = only.strip()
     key = Path(key).name.removesuffix(".ipynb")
+
+    def with_evidence(stem: str) -> set[str]:
+        ev = stem + EVIDENCE_SUFFIX
+        return {stem, ev} if ev in notebooks else {stem}
+
     if key in notebooks:
-        return key
+        return with_evidence(key)
+    pages = [s for s in notebooks if evidence_of(s) not in notebooks]
     if key.isdigit():
-        matches = [s for s in notebooks if re.match(rf"0*{int(key)}\D", s + "-")]
+        matches = [s for s in pages if re.match(rf"0*{int(key)}\D", s + "-")]
     else:
-        matches = [s for s in notebooks if s.startswith(key)]
+        matches = [s for s in pages if s.startswith(key)]
     if len(matches) == 1:
-        return matches[0]
+        return with_evidence(matches[0])
     names = ", ".join(chapter_order(notebooks)) or "none"
     raise NumalabError(f"--only {only}: {'ambiguous' if matches else 'no such chapter'} "
                        f"(chapters: {names})")
@@ -315,13 +345,15 @@ def toc_yaml(chapters: list[str], front: str = FRONT_MATTER,
              back: list[str] = BACK_MATTER) -> str:
     """jupyter-book's ``_toc.yml`` for the chapters present.
 
-    >>> print(toc_yaml(["01-machine"], back=["rerun"]))
+    >>> print(toc_yaml(["01-machine", "01-machine-evidence"], back=["rerun"]))
     format: jb-book
     root: intro
     parts:
     - caption: Chapters
       chapters:
       - file: notebooks/01-machine
+        sections:
+        - file: notebooks/01-machine-evidence
     - caption: Using the book
       chapters:
       - file: rerun
@@ -330,7 +362,13 @@ def toc_yaml(chapters: list[str], front: str = FRONT_MATTER,
     lines = ["format: jb-book", f"root: {front}", "parts:"]
     if chapters:
         lines += ["- caption: Chapters", "  chapters:"]
-        lines += [f"  - file: notebooks/{c}" for c in chapters]
+        for c in chapters:
+            parent = evidence_of(c)
+            if parent is not None and parent in chapters:
+                continue            # listed under its chapter below
+            lines.append(f"  - file: notebooks/{c}")
+            if c + EVIDENCE_SUFFIX in chapters:
+                lines += ["    sections:", f"    - file: notebooks/{c}{EVIDENCE_SUFFIX}"]
     if back:
         lines += ["- caption: Using the book", "  chapters:"]
         lines += [f"  - file: {b}" for b in back]
@@ -804,10 +842,10 @@ def build(root: Path | None = None, data: list[str] | None = None, jobs: int = 1
         todo = []
         for job in all_jobs:
             rel = project.rel(job.source)
-            if job.cached.exists() and not (force and (chosen is None or chosen == job.stem)):
+            if job.cached.exists() and not (force and (chosen is None or job.stem in chosen)):
                 job.status, job.executed = "cached", job.cached
                 say(f"{rel}: cached")
-            elif chosen is not None and job.stem != chosen:
+            elif chosen is not None and job.stem not in chosen:
                 # --only: the other chapters keep their latest execution.
                 latest = _latest_cached(store, job.stem)
                 if latest is None and (project.executed / f"{job.stem}.ipynb").exists():
