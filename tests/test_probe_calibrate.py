@@ -137,3 +137,29 @@ def test_cached_fit_is_the_fit(tmp_path):
     assert again == first == fit_nvme(**kw)
     fit_nvme_cached(cache_dir=tmp_path, **{**kw, "seed": 2})      # other arguments: refit
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_cached_fit_runs_once_when_two_ask_at_once(tmp_path, monkeypatch):
+    """The chapter and its evidence page run in parallel and ask for the same
+    fit: the second waits on the key's lock and reads the first one's result."""
+    import threading
+    import time
+    from numalab.models.probe import calibrate as cal
+    calls = []
+
+    def slow_fit(topo=None, **kw):
+        calls.append(kw)
+        time.sleep(0.3)
+        return cal.Fit(cpu_ms=1.0, wait_ms=2.0, rounds=4, cpu_err=0.1, wait_err=0.1,
+                       rel_rms=0.1, by_rounds={4: (0.1, 1.0, 2.0)})
+
+    monkeypatch.setattr(cal, "fit_nvme", slow_fit)
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(
+        cal.fit_nvme_cached(cache_dir=tmp_path, rounds=(4,), seed=7))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len(out) == 2 and out[0] == out[1]

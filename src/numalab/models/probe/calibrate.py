@@ -38,6 +38,7 @@ catalogue gives them the NVMe fit's CPU share, an assumption stated in
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -318,16 +319,32 @@ def fit_nvme_cached(topo=None, cache_dir: Path | None = None, **kw) -> Fit:
                           "code": _model_fingerprint()}, default=repr, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
     path = Path(cache_dir) / f"{key}.json"
-    if path.is_file():
+
+    def stored():
+        if not path.is_file():
+            return None
         d = json.loads(path.read_text())
         d["by_rounds"] = {int(k): tuple(v) for k, v in d["by_rounds"].items()}
         return Fit(**d)
-    fit = fit_nvme(topo, **kw)
-    del params
+
+    fit = stored()
+    if fit is not None:
+        return fit
+    # The chapter and its evidence page run at once and ask for the same fit:
+    # the first takes the key's lock and fits, the other waits and reads it
+    # (one fit of CPU time, not two).
+    import fcntl
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dataclasses.asdict(fit)))
-    tmp.replace(path)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fit = stored()
+        if fit is not None:
+            return fit
+        fit = fit_nvme(topo, **kw)
+        del params
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(fit)))
+        tmp.replace(path)
     return fit
 
 
