@@ -1015,6 +1015,29 @@ def spread_over_runs(record: dict):
                         ).reset_index()
 
 
+def runs_below(record: dict, work_ns: float, arm: str, than: str = "percpu add",
+               threads: int = 2) -> tuple[int, int]:
+    """In how many runs of a one-set record ``threads`` threads of ``arm``
+    ran wholly below ``than``: every accepted trial of ``arm`` slower than
+    every accepted trial of ``than`` (the highest trial below the lowest).
+    Returns ``(runs below, runs with both configurations)``. Role: measured.
+
+    >>> row = lambda c, op, lo, hi: {"threads": 2, "work_ns": 150, "counter": c, "op": op,
+    ...     "ops_per_s": {"median": (lo + hi) / 2, "low": lo, "high": hi, "n": 10},
+    ...     "accepted": [], "rejected": [], "ns_per_op_per_thread": 1.0}
+    >>> rec = {"runs": [{"refops": {"rows": [row("refcount_t", "get", 7e6, 9e6), row("percpu", "get", 12e6, 13e6)]}},
+    ...                 {"refops": {"rows": [row("refcount_t", "get", 7e6, 12.5e6), row("percpu", "get", 12e6, 13e6)]}}]}
+    >>> runs_below(rec, 150, "refcount_t get")
+    (1, 2)
+    """
+    t = runs_table(record)
+    t = t[(t["threads"] == threads) & (t["work_ns"] == work_ns) & (t["trials"] > 0)]
+    t = t.set_index(["run", "arm"])
+    both = sorted(r for r in {r for r, _ in t.index} if (r, arm) in t.index and (r, than) in t.index)
+    below = sum(1 for r in both if t.loc[(r, arm), "mops_high"] < t.loc[(r, than), "mops_low"])
+    return below, len(both)
+
+
 def _med_range(values: list[float], digits: int = 1) -> str:
     """'median (low-high)' of a list, or the one value, '' when empty."""
     import statistics
