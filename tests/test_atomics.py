@@ -187,10 +187,35 @@ def test_load_gate_keeps_loaded_records_out():
         "too loaded to show contention"
     assert load_gate({"latency": {}, "refops": {}}, 2)["verdict"] == "load not recorded"
     from numalab import datasets as ds
+    from numalab.measure.atomics import run_sets
     own = ds.load_datasets([p for p in ds.project_datasets() if "20261125" in p])
+    assert own
     for t in own.values():
-        g = load_gate(t.meta["bench"], len(t.cpus))
+        # the dump's two sets: the loaded one is caught, the quiet one passes
+        sets = run_sets(t.meta["bench"])
+        assert list(sets) == ["loaded", "quiet"]
+        g = load_gate(sets["loaded"], len(t.cpus))
         assert g["verdict"] == "too loaded to show contention" and g["max_load"] > 5
+        g = load_gate(sets["quiet"], len(t.cpus))
+        assert g["verdict"] == "quiet" and g["max_load"] < 1
+        # the whole record mixes them: not quiet
+        assert load_gate(t.meta["bench"], len(t.cpus))["verdict"] != "quiet"
+
+
+def test_run_sets_split_a_record_by_its_runs_set():
+    """Each set keeps its own runs (and only those), its description's
+    command, and reads like a one-set record; untagged runs form set ""."""
+    from numalab.measure.atomics import run_sets, runs_of, runs_table
+    rec = {"sets": {"q": {"command": "quiet one"}},
+           "runs": [{"set": "l", "time": "t1", "loadavg": [6.0], "refops": {}},
+                    {"set": "q", "time": "t2", "loadavg": [0.1], "refops": {}},
+                    {"set": "q", "time": "t3", "loadavg": [0.2], "refops": {}}]}
+    s = run_sets(rec)
+    assert [len(runs_of(v)) for v in s.values()] == [1, 2]
+    assert s["q"]["time"] == "t2" and s["q"]["command"] == "quiet one" and "command" not in s["l"]
+    assert [r["time"] for r in runs_of(s["q"])] == ["t2", "t3"]
+    assert list(run_sets({"latency": {}, "refops": {}})) == [""]
+    assert runs_table(s["q"]).empty or set(runs_table(s["q"])["run"]) <= {1, 2}
 
 
 def test_dump_cpu_model_reads_the_dumps_cpuinfo(tmp_path):

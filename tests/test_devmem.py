@@ -67,11 +67,12 @@ def test_ceiling_follows_the_calibration_load():
     assert (df["line_busy_share"] > 0.9).all()
 
 
-def test_per_flow_idle_is_held_out(cal):
+def test_per_flow_idle_is_a_same_run_check(cal):
+    """Its mean was fitted: labelled a same-run check, never "predicted"."""
     df = D.per_flow_idle(cal)
     tx = D.SEED_KPERF[("before", "tx")]
     assert df["published_idle"].tolist() == tx["app_idle"]
-    assert (df["role"] == "predicted").all()
+    assert (df["role"] == "same-run check (mean fitted)").all()
     # the null model keeps the published mean busy share
     assert df["proportional_idle"].mean() == pytest.approx(df["published_idle"].mean())
     # the slowest flow is the idlest, in the model as in the patch

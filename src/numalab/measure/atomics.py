@@ -868,6 +868,41 @@ def runs_of(record: dict) -> list[dict]:
     return list(rs) if isinstance(rs, list) and rs else [record]
 
 
+def run_sets(record: dict) -> dict[str, dict]:
+    """A stored benchmark record split into its run sets, in stored order.
+
+    A dump may hold runs made at different times under different loads
+    (e.g. a loaded set and a quiet set of the same day), each run tagged
+    with its set's name in ``set`` (the record's ``sets`` describes them).
+    Returns ``{set name: record}``, each record a one-set record in the
+    format :func:`runs_of` reads: its first run's dict plus ``runs`` (the
+    set's runs), ``set`` and, when the record describes it, ``command``.
+    Runs without a ``set`` (records written before sets existed, or a
+    one-run record) form one set named "".
+
+    >>> s = run_sets({"runs": [{"set": "a", "time": 1}, {"set": "b", "time": 2}, {"set": "a", "time": 3}],
+    ...               "sets": {"a": {"command": "x"}}})
+    >>> [(k, len(v["runs"]), v.get("command")) for k, v in s.items()]
+    [('a', 2, 'x'), ('b', 1, None)]
+    >>> list(run_sets({"latency": {}, "refops": {}}))
+    ['']
+    """
+    out: dict[str, list[dict]] = {}
+    for r in runs_of(record):
+        out.setdefault(str(r.get("set") or ""), []).append(r)
+    described = record.get("sets") if isinstance(record.get("sets"), dict) else {}
+    sets = {}
+    for name, rs in out.items():
+        rec = {**rs[0], "runs": rs, "set": name}
+        about = described.get(name) or {}
+        if isinstance(about, dict) and about.get("command"):
+            rec["command"] = about["command"]
+        elif not name and record.get("command"):
+            rec["command"] = record["command"]
+        sets[name] = rec
+    return sets
+
+
 def runs_table(record: dict):
     """Every run of a record as one tidy DataFrame: :func:`refops_table`'s
     columns plus ``run`` (1..), ``time``, ``load_before`` and ``load_after``
@@ -978,6 +1013,100 @@ def spread_over_runs(record: dict):
                          "run_high": g["mops_median"].max(), "trial_low": g["mops_low"].min(),
                          "trial_high": g["mops_high"].max(), "runs": g["run"].nunique()}
                         ).reset_index()
+
+
+def runs_below(record: dict, work_ns: float, arm: str, than: str = "percpu add",
+               threads: int = 2) -> tuple[int, int]:
+    """In how many runs of a one-set record ``threads`` threads of ``arm``
+    ran wholly below ``than``: every accepted trial of ``arm`` slower than
+    every accepted trial of ``than`` (the highest trial below the lowest).
+    Returns ``(runs below, runs with both configurations)``. Role: measured.
+
+    >>> row = lambda c, op, lo, hi: {"threads": 2, "work_ns": 150, "counter": c, "op": op,
+    ...     "ops_per_s": {"median": (lo + hi) / 2, "low": lo, "high": hi, "n": 10},
+    ...     "accepted": [], "rejected": [], "ns_per_op_per_thread": 1.0}
+    >>> rec = {"runs": [{"refops": {"rows": [row("refcount_t", "get", 7e6, 9e6), row("percpu", "get", 12e6, 13e6)]}},
+    ...                 {"refops": {"rows": [row("refcount_t", "get", 7e6, 12.5e6), row("percpu", "get", 12e6, 13e6)]}}]}
+    >>> runs_below(rec, 150, "refcount_t get")
+    (1, 2)
+    """
+    t = runs_table(record)
+    t = t[(t["threads"] == threads) & (t["work_ns"] == work_ns) & (t["trials"] > 0)]
+    t = t.set_index(["run", "arm"])
+    both = sorted(r for r in {r for r, _ in t.index} if (r, arm) in t.index and (r, than) in t.index)
+    below = sum(1 for r in both if t.loc[(r, arm), "mops_high"] < t.loc[(r, than), "mops_low"])
+    return below, len(both)
+
+
+def _med_range(values: list[float], digits: int = 1) -> str:
+    """'median (low-high)' of a list, or the one value, '' when empty."""
+    import statistics
+
+    v = [float(x) for x in values if x == x]
+    if not v:
+        return ""
+    f = lambda x: f"{x:.{digits}f}"  # noqa: E731
+    if len(v) == 1 or min(v) == max(v):
+        return f(v[0])
+    return f"{f(statistics.median(v))} ({f(min(v))}-{f(max(v))})"
+
+
+#: The configurations :func:`compare_sets` shows: (label, threads, work_ns,
+#: arm, unit). One thread without work is a cost (ns per operation); two
+#: threads are a rate (millions of operations per second, both together).
+COMPARED = (("one thread, no work: refcount_t get (ns)", 1, 0, "refcount_t get", "ns"),
+            ("one thread, no work: per-CPU add (ns)", 1, 0, "percpu add", "ns"),
+            ("two threads, 40 ns work: refcount_t get (M/s)", 2, 40, "refcount_t get", "mops"),
+            ("two threads, 40 ns work: per-CPU add (M/s)", 2, 40, "percpu add", "mops"),
+            ("two threads, 150 ns work: refcount_t get (M/s)", 2, 150, "refcount_t get", "mops"),
+            ("two threads, 150 ns work: refcount_t put (M/s)", 2, 150, "refcount_t put", "mops"),
+            ("two threads, 150 ns work: per-CPU add (M/s)", 2, 150, "percpu add", "mops"))
+
+
+def compare_sets(sets: dict[str, dict]):
+    """Stored run sets side by side: one row per quantity, one column per
+    set, each cell the median over the set's runs with the lowest and
+    highest run in brackets ("116.3 (116.3-151.1)"; a one-run set shows its
+    value; "" where the set lacks the configuration). Rows: runs, load
+    average (one minute, before and after every run), round trip (ns,
+    median over CPU pairs per run), and the configurations of
+    :data:`COMPARED`, each run's value its median over trials.
+
+    ``sets``: ``{label: one-set record}`` (:func:`run_sets`). Role: measured.
+
+    >>> rec = {"runs": [{"loadavg": [0.1], "latency": {"cpus": [0, 1],
+    ...          "round_trip_ns": [[None, 100.0], [100.0, None]]}, "refops": {}}]}
+    >>> compare_sets({"a": rec}).set_index("quantity").loc["round trip (ns)", "a"]
+    '100.0'
+    """
+    import statistics
+
+    import pandas as pd
+
+    rows: dict[str, dict[str, str]] = {"runs": {}, "load average (1 min)": {},
+                                       "round trip (ns)": {}}
+    rows.update({c[0]: {} for c in COMPARED})
+    for name, rec in sets.items():
+        rs = runs_of(rec)
+        rows["runs"][name] = str(len(rs))
+        loads = [float(v[0]) for r in rs for v in (r.get("loadavg_before"), r.get("loadavg")) if v]
+        rows["load average (1 min)"][name] = (
+            "" if not loads else f"{min(loads):.2f}" if min(loads) == max(loads)
+            else f"{min(loads):.2f}-{max(loads):.2f}")
+        per_run = [statistics.median(lat["round_trip_ns"]) for lat in
+                   (bench_tables(r)[0] for r in rs) if len(lat)]
+        rows["round trip (ns)"][name] = _med_range(per_run)
+        t = runs_table(rec)
+        t = t[t["trials"] > 0] if len(t) else t
+        for label, threads, work, arm, unit in COMPARED:
+            sel = t[(t["threads"] == threads) & (t["work_ns"] == work) & (t["arm"] == arm)] \
+                if len(t) else t
+            vals = list(sel["mops_median"]) if len(sel) else []
+            if unit == "ns":
+                vals = [1e3 * threads / v for v in vals if v > 0]
+            rows[label][name] = _med_range(vals, 2 if unit == "ns" else 1)
+    return pd.DataFrame([{"quantity": q, **{n: v.get(n, "") for n in sets}}
+                         for q, v in rows.items()]).assign(role="measured")
 
 
 def bench_tables(result: dict):

@@ -674,8 +674,11 @@ def per_flow_idle(cal: Calibration, kperf: dict | None = None, sc: Scenario = Sc
                   duration_ns: float = 5e5, seed: int = 0):
     """A same-run consistency check: the fit used the *mean* TX app-CPU idle
     before the patch; the per-flow idle figures (one per app CPU, each flow
-    at its own rate, from the same run) were not used directly. DataFrame, one row per flow: app CPU, offered Gbit/s,
-    published idle %, model idle %, role "predicted"."""
+    at its own rate, from the same run) were not used directly, but their
+    mean was fitted, so the per-flow values are no prediction. DataFrame,
+    one row per flow: app CPU, offered Gbit/s, published idle %, model idle
+    %, the no-counter null model's idle %, role "same-run check (mean
+    fitted)"."""
     import pandas as pd
 
     kperf = kperf or SEED_KPERF
@@ -689,7 +692,7 @@ def per_flow_idle(cal: Calibration, kperf: dict | None = None, sc: Scenario = Sc
     return pd.DataFrame([{"app_cpu": c, "gbit_per_s": g, "published_idle": i,
                           "model_idle": 100 * (1 - b),
                           "proportional_idle": 100 * (1 - mean_busy * g / mean_rate),
-                          "role": "predicted"}
+                          "role": "same-run check (mean fitted)"}
                          for c, g, i, b in zip(tx["app_cpu"], tx["gbps"], tx["app_idle"],
                                                r["app_busy_per_cpu"])])
 
@@ -865,11 +868,59 @@ def conversion_cost(possible_cpus: int, miss_ns: float, grace_ms: tuple[float, f
             "percpu_ref_total_bytes": mem["percpu_ref_total_bytes"]}
 
 
-def calibration_table(cal: Calibration):
+#: op_local_ns's central value and range when no quiet zero-work rows exist:
+#: assumed (an uncontended locked or unlocked add on an owned line, a few ns
+#: on current x86 cores).
+LOCAL_COST_FALLBACK = (2.0, 1.0, 4.0)
+
+
+def local_cost_range(tables) -> dict:
+    """``op_local_ns`` (the model's cost of one reference operation on a line
+    the CPU owns) taken from measured one-thread, zero-work benchmark rows.
+
+    ``tables``: :func:`numalab.measure.atomics.runs_table` DataFrames of the
+    run sets allowed into conclusions (quiet ones). Each run's median rate of
+    a one-thread, zero-work row gives that run's cost per operation
+    (1000 / Mops/s, ns). Returns ``central``: the median over runs of the
+    per-CPU add's cost (the model's percpu operation *is* that add);
+    ``low`` / ``high``: the lowest and highest run cost over the per-CPU add
+    and the ``refcount_t`` get and put (so the range covers both an unlocked
+    and a locked owned-line operation, and always holds ``central``);
+    ``runs``: the runs they come from; ``source``: "measured" -- or, with no
+    such rows, :data:`LOCAL_COST_FALLBACK` and ``source`` "assumed".
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"threads": [1, 1, 1, 1], "work_ns": [0, 0, 0, 40], "run": [1, 2, 1, 1],
+    ...                   "arm": ["percpu add", "percpu add", "refcount_t get", "percpu add"],
+    ...                   "mops_median": [500.0, 400.0, 200.0, 25.0], "trials": [10] * 4})
+    >>> r = local_cost_range([t]); (r["central"], r["low"], r["high"], r["runs"], r["source"])
+    (2.25, 2.0, 5.0, 2, 'measured')
+    >>> local_cost_range([])["source"]
+    'assumed'
+    """
+    import pandas as pd
+
+    parts = [t[(t["threads"] == 1) & (t["work_ns"] == 0) & (t["trials"] > 0)].assign(_set=i)
+             for i, t in enumerate(tables) if len(t)]
+    z = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if z.empty or not (z["arm"] == "percpu add").any():
+        c, lo, hi = LOCAL_COST_FALLBACK
+        return {"central": c, "low": lo, "high": hi, "runs": 0, "source": "assumed"}
+    z = z.assign(ns=1e3 / z["mops_median"])
+    add = z[z["arm"] == "percpu add"]["ns"]
+    return {"central": float(add.median()), "low": float(z["ns"].min()),
+            "high": float(z["ns"].max()), "runs": int(z.groupby(["_set", "run"]).ngroups),
+            "source": "measured"}
+
+
+def calibration_table(cal: Calibration, local_source: str = "assumed"):
     """The fitted numbers as a small DataFrame (parameter, value, unit, fixed
     by, role). ``rx_refs_per_frag`` has no kernel code path behind it (the
     RX path counts on each ``net_iov``'s own ``pp_ref_count``): it absorbs
-    whatever else the receiving CPUs spent before the patch, and is labelled so."""
+    whatever else the receiving CPUs spent before the patch, and is labelled so.
+    ``local_source`` says where the assumed ``op_local_ns`` came from (its
+    "fixed by"); its role stays "assumed" (it was not measured on the
+    patch's machine)."""
     import pandas as pd
 
     fixed = {"app_work_ns": ("ns per fragment", "TX app idle after"),
@@ -878,10 +929,10 @@ def calibration_table(cal: Calibration):
              "transfer_ns": ("ns per cache-line transfer", "TX app idle before"),
              "rx_refs_per_frag": ("references per fragment (no kernel code path: a free "
                                   "parameter)", "RX app idle before"),
-             "op_local_ns": ("ns per local atomic", "assumed")}
+             "op_local_ns": ("ns per local atomic", local_source)}
     return pd.DataFrame([{"parameter": k, "value": v, "unit": fixed[k][0],
                           "fixed by": fixed[k][1],
-                          "role": "assumed" if fixed[k][1] == "assumed" else "fitted"}
+                          "role": "assumed" if k == "op_local_ns" else "fitted"}
                          for k, v in asdict(cal).items()])
 
 
