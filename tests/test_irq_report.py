@@ -49,3 +49,18 @@ def test_stacking_row_on_the_real_example_dump():
 def test_fewer_queue_configs_needs_every_boot_fewer():
     cfg = pd.DataFrame({"queues 7.2": ["5", "5"], "queues 7.2-rotate": ["4 or 5", "3 or 4"]})
     assert report.fewer_queue_configs(cfg) == 1
+
+
+def test_measured_routing_inputs_are_the_dump_s_masks():
+    from numalab.datasets import lab_datasets
+    from numalab.lab.dump import read_lab_dump
+    ex = [p for p in lab_datasets() if "ex004" in p]
+    if not ex:
+        pytest.skip("the example's lab dump is not in this tree")
+    d = read_lab_dump(ex[0])
+    masks, eff = report.measured_routing_inputs(d)
+    assert len(masks) == len(d.nvme) == len(eff)
+    for m, e in zip(masks, eff):
+        assert len(m) == len(e) and all(x for x in m)
+        # a delivered interrupt's effective CPU is one of its mask's CPUs
+        assert all(c is None or (mask >> c) & 1 for mask, c in zip(m, e))

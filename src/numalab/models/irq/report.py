@@ -10,7 +10,10 @@ needs to carry at most a few numbers.
 * :func:`stacking_row` -- one kernel's dedicated vectors per CPU, summarised
   (the most on one CPU, how many CPUs carry that many, how many carry any);
 * :func:`arm64_queue_table` -- the arm64 boots' I/O queue counts, one row per
-  machine and request, without and with the patch.
+  machine and request, without and with the patch;
+* :func:`measured_routing_inputs` -- a lab dump's I/O queue masks and
+  effective CPUs as the real kernel set them, the input of the routing model
+  when no effective-CPU rule should be assumed.
 
 >>> between(5, 7), between(6, 6), between(0.5, 0.5, " %")
 ('5 to 7', '6', '0.5 %')
@@ -24,7 +27,8 @@ import pandas as pd
 
 from ...evidence.prose import say
 
-__all__ = ["between", "stacking_row", "arm64_queue_table", "fewer_queue_configs"]
+__all__ = ["between", "stacking_row", "arm64_queue_table", "fewer_queue_configs",
+           "measured_routing_inputs"]
 
 
 def between(lo, hi, unit: str = "") -> str:
@@ -96,3 +100,20 @@ def fewer_queue_configs(configs: pd.DataFrame) -> int:
         return [int(x) for x in str(s).split(" or ")]
     return sum(1 for a, b in zip(configs["queues 7.2"], configs["queues 7.2-rotate"])
                if max(nums(b)) < min(nums(a)))
+
+
+def measured_routing_inputs(dump) -> tuple[list[list[int]], list[list[int | None]]]:
+    """``(masks, effective)`` of a lab dump (a path or a read
+    :class:`~numalab.lab.dump.LabDump`): per NVMe controller, its I/O queues'
+    managed masks and effective CPUs (None where the dump has none), in
+    queue order -- both *measured*. They feed
+    :func:`numalab.models.irq.queueing.unpinned_load` and
+    :func:`numalab.models.irq.routing.interrupt_counts` directly."""
+    from ...lab.dump import LabDump, read_lab_dump
+    d = dump if isinstance(dump, LabDump) else read_lab_dump(dump)
+    masks, eff = [], []
+    for ctrl in d.nvme:
+        qs = sorted((q for q in ctrl.irqs if q.queue is not None and q.queue >= 1), key=lambda q: q.queue)
+        masks.append([q.smp_affinity or 0 for q in qs])
+        eff.append([(q.effective_affinity.bit_length() - 1) if q.effective_affinity else None for q in qs])
+    return masks, eff
