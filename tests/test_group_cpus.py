@@ -416,3 +416,54 @@ def test_bench_sweep_is_deterministic():
     b = run_group_cpus_sweep(60, jobs=2, seed=3)
     assert a["configurations"] == b["configurations"] == 60
     assert a["digest"] == b["digest"] and a["calls"] == b["calls"]
+
+
+# -- chapter 2 shows assign_cpus_to_groups() in C and in the port, side by side --------------
+
+def _side_by_side() -> dict[str, list[str]]:
+    """The ```c and ```python blocks of the chapter's side-by-side grid, as lists of lines."""
+    import re
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "02-group-cpus.ipynb")
+                    .read_text(encoding="utf-8"))
+    grid = [("".join(c["source"])) for c in nb["cells"]
+            if c["cell_type"] == "markdown" and "::::{grid}" in "".join(c["source"])]
+    assert len(grid) == 1, "the chapter has one side-by-side grid"
+    blocks = dict((lang, body.splitlines()) for lang, body in
+                  re.findall(r"```(c|python)\n(.*?)\n```", grid[0], flags=re.S))
+    assert set(blocks) == {"c", "python"}
+    return blocks
+
+
+def _in_order(lines: list[str], text: str) -> list[str]:
+    """The excerpt's non-blank lines (stripped) that are not found, in order, in ``text``."""
+    have = [l.strip() for l in text.splitlines()]
+    missing, at = [], 0
+    for line in (l.strip() for l in lines if l.strip()):
+        try:
+            at = have.index(line, at) + 1
+        except ValueError:
+            missing.append(line)
+    return missing
+
+
+def test_side_by_side_python_is_the_port():
+    import inspect
+    src = inspect.getsource(gc.assign_cpus_to_groups)
+    assert _in_order(_side_by_side()["python"], src) == []
+
+
+def test_side_by_side_c_is_linux_7_2():
+    """Checked against an unpatched Linux 7.2 tree when one is at hand
+    ($NUMALAB_LINUX_7_2, or the lab's build tree when no patch is applied)."""
+    import os
+    from numalab.lab import cache_root
+    trees = [os.environ.get("NUMALAB_LINUX_7_2", ""),
+             str(cache_root() / "buildroot" / "linux-source-7.2")]
+    files = [Path(t) / "lib" / "group_cpus.c" for t in trees if t]
+    files = [f for f in files if f.is_file() and "spread_offset" not in f.read_text()]
+    if not files:
+        pytest.skip("no unpatched Linux 7.2 lib/group_cpus.c at hand")
+    text = files[0].read_text()
+    start = text.index("static void assign_cpus_to_groups(")
+    body = text[start:text.index("\n}\n", start)]
+    assert _in_order(_side_by_side()["c"], body) == []
