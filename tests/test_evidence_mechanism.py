@@ -188,13 +188,32 @@ def test_chapter_one_sentences_follow_the_data():
     ring = load("numa:4 core:1", distances=[[10, 20, 30, 20], [20, 10, 20, 30],
                                              [30, 20, 10, 20], [20, 30, 20, 10]])
     assert "2 NUMA nodes" in T.describe_hierarchy("a", two)
-    assert "2 distinct remote values (20, 30)" in T.describe_distances("r", ring)
-    assert "3 hop levels add 1, 2, 1 CPUs" in T.describe_hops("r", ring, 0)
+    assert "The remote distances take 2 values, 20 and 30." in T.describe_distances("r", ring)
+    assert "3 hop levels reach all 4 CPUs." in T.describe_hops("r", ring, 0)
     assert "meet 4 ties" in T.describe_walk("r", ring)
     assert "never decide" in T.describe_walk("a", two)
     from numalab.models.machine.tables import compare_machines
     cmp = compare_machines({"a": two, "r": ring})
     text = T.describe_collection(cmp)
-    assert "Of the 2 machines of this build, 2 have more than one node" in text
-    assert "1 of 2 machines has exactly two hop levels" in text
-    assert "the data of all 2 machines give a SLIT" in text
+    assert text.startswith("Of the 2 machines of this build, 2 have more than one NUMA node. ")
+    assert "On 1 of them the kernel sees more than two distance levels" in text
+    details = T.describe_details(cmp)
+    assert "1 of 2 machines has exactly two hop levels" in details
+    assert "The data of all 2 machines give a SLIT." in details
+    assert T.role_counts(cmp)["machines"].tolist() == [2]        # both synthetic: assumed
+    assert T.built_on(cmp, ["a"]).startswith("The machine collected for this book (`a`, measured)")
+
+
+def test_chapter_one_sentences_stay_short():
+    """Each generated sentence of chapter 1 says one thing (readability's limits),
+    also on a machine whose label starts with digits."""
+    from numalab.evidence.readability import long_sentences
+    from numalab.models.machine.tables import compare_machines
+    ring = load("numa:4 core:4 pu:2", distances=[[10, 20, 30, 40], [20, 10, 20, 30],
+                                                  [30, 20, 10, 20], [40, 30, 20, 10]])
+    m = {"128arm-2pa2n": ring, "b": load("pack:2 numa:1 core:3 pu:2")}
+    cmp = compare_machines(m)
+    texts = [T.describe_hierarchy("128arm-2pa2n", ring), T.describe_distances("128arm-2pa2n", ring),
+             T.describe_hops("128arm-2pa2n", ring, 0), T.describe_walk("128arm-2pa2n", ring),
+             T.describe_collection(cmp), T.describe_details(cmp), T.built_on(cmp, ["b"])]
+    assert all(texts) and not [s for t in texts for s in long_sentences(t)]

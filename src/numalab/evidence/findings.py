@@ -118,11 +118,12 @@ def finding(chapter: str, key: str, label: str, text: str, *, role: str = "",
     page named by ``chapter``: the chapter's stem, or its evidence page's).
     ``role``: the roles of its numbers (see the module docstring; read from
     the text when empty); ``verdict=True`` makes it the key's verdict in the
-    guide. ``values`` are the numbers behind the sentence (kept in the
-    record, for tests and tools)."""
+    guide, and the chapter shows it as its answer (without the "For
+    reviewers" prefix). ``values`` are the numbers behind the sentence (kept
+    in the record, for tests and tools)."""
     rec = Finding(chapter, key, label, text, "finding",
                   {k: v for k, v in values.items()}, role, verdict)
-    return _Display(rec, f"**For reviewers:** {text}")
+    return _Display(rec, text if verdict else f"**For reviewers:** {text}")
 
 
 def kernel_modelled(chapter: str, label: str, text: str) -> _Display:
