@@ -139,6 +139,9 @@ def test_guide_commands_once_each_with_the_chapter_build():
     assert block == ["numalab build --only 2", cmd, run]
     assert "name it in `--patch`" in page and "- Also: tools/arm/README.md." in page
     assert "To measure it again" not in page.split(":::{dropdown}")[0].split("```")[0]
+    unpatched = render_guide(GUIDE, [_f("ch2-lab", f"D (measured). To measure it again: `{run}`.")], {})
+    assert "To boot a new version of the patch: `numalab lab build-kernel" in unpatched
+    assert "name it in `--patch`" not in unpatched
     # a key whose chapter was not built says so; its command comes from the owners
     page = render_guide(GUIDE, [], {}, missing={"K"}, owners={"K": "05-percpu-ref"})
     assert "*(the chapter that computes these was not built)*" in page

@@ -322,6 +322,9 @@ def _commands(mine: list[Finding], stem: str | None) -> str:
         out += ["", "For a new version of the patch: save it under `src/numalab/lab/patches/`, "
                 "name it in `--patch` of the build line and boot that build "
                 "(`--kernel built:NAME`); the lines above are the posting this build tested."]
+    elif any(c.startswith("numalab lab run ") for c in cmds):
+        out += ["", "To boot a new version of the patch: `numalab lab build-kernel --source "
+                "VERSION --patch FILE -o NAME`, then the same runs with `--kernel built:NAME`."]
     out += [f"- Also: {n}." for n in notes]
     return "\n".join(out)
 
