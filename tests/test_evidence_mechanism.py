@@ -220,3 +220,10 @@ def test_chapter_one_sentences_stay_short():
              T.describe_hops("128arm-2pa2n", ring, 0), T.describe_walk("128arm-2pa2n", ring),
              T.describe_collection(cmp), T.describe_details(cmp), T.built_on(cmp, ["b"])]
     assert all(texts) and not [s for t in texts for s in long_sentences(t)]
+
+
+def test_guide_facts_show_two_sentences_and_fold_the_rest():
+    long = _f("ch2-pub", "One (published). Two. Three. To measure it again: `numalab lab run x`.")
+    page = render_guide(GUIDE, [_f("ch2-lab", "V."), long], {})
+    assert "| published | One (published). Two. … | {ref}`ch. 2 <ch2-pub>` |" in page
+    assert "| published | One (published). Two. Three. To measure it again:" in page   # dropdown

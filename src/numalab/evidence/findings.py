@@ -17,7 +17,8 @@ screen, filled from four markers of the template:
   finding measured on a real kernel in the lab (label ``*-lab``), else of
   the first measured or published fact, else of the first finding;
 * ``<!-- facts: KEY -->`` -- the other measured and published facts as a
-  table: role | fact | where (the section that computes it);
+  table: role | fact (its first two sentences) | where (the section that
+  computes it);
 * ``<!-- commands: KEY -->`` -- the commands that check the next version:
   ``numalab build --only N`` for the chapter, then every command the
   findings give under "To measure it again:" (the lab's kernel builds and
@@ -241,6 +242,13 @@ def _first_sentence(text: str) -> str:
     return parts[0].strip()
 
 
+def _lead(text: str, n: int = 2) -> str:
+    """The first ``n`` sentences of a finding (its commands left out), with
+    " …" when more follow: the rest is in the dropdown of every finding."""
+    parts = _SENTENCE_END.split(_claims(text))
+    return " ".join(p.strip() for p in parts[:n]) + (" …" if len(parts) > n else "")
+
+
 def _is_fact(f: Finding) -> bool:
     """Measured or published, and not a fit."""
     roles = finding_roles(f)
@@ -296,7 +304,7 @@ def _facts(mine: list[Finding], titles: dict[str, str]) -> str:
         return ("*No other measured or published fact in this build: the findings below are "
                 "computed by the ports and models.*")
     out = ["| role | fact | where |", "|---|---|---|"]
-    out += [f"| {_roles_text(f)} | {_cell(_claims(f.text))} | {_where(f, titles)} |" for f in rows]
+    out += [f"| {_roles_text(f)} | {_cell(_lead(f.text))} | {_where(f, titles)} |" for f in rows]
     return "\n".join(out)
 
 
