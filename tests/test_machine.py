@@ -196,3 +196,48 @@ def test_machine_table_shows_reader_notes(tmp_path):
     assert c["note_count"] == 0 and c["notes"] == ""
     # the same frame whether given the machines or compare_machines()'s output
     assert machine_table(compare_machines(machines)).equals(machine_table(machines))
+
+
+# -- the C chapter 1 quotes beside its port ---------------------------------
+
+def _quoted_c() -> str:
+    """The ```c block of chapter 1's Markdown (the node walk, Linux 7.2)."""
+    import json
+    import re
+    from numalab.datasets import repo_root
+    nb = json.loads((repo_root() / "notebooks" / "01-machine.ipynb").read_text())
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    blocks = re.findall(r"```c\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1, "chapter 1 quotes one C block"
+    return blocks[0]
+
+
+def _c_lines(text: str) -> list[str]:
+    """C without comments and blank lines, each line's whitespace collapsed."""
+    import re
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return [" ".join(ln.split()) for ln in text.splitlines() if ln.strip()]
+
+
+def test_chapter_one_quotes_linux_7_2s_node_walk():
+    """The C beside the port is Linux 7.2's nearest_node_nodemask() and
+    for_each_node_numadist(), comments left out (as the chapter says). Runs
+    whenever a 7.2 tree with those files is found ($NUMALAB_LINUX_7_2 or the
+    lab cache)."""
+    import re
+    from numalab.kernel.facts import find_tree
+    tree = find_tree("7.2")
+    if tree is None or not (tree / "mm" / "mempolicy.c").is_file():
+        pytest.skip("no Linux 7.2 tree with mm/mempolicy.c: set NUMALAB_LINUX_7_2")
+    mempolicy = (tree / "mm" / "mempolicy.c").read_text()
+    func = re.search(r"^int nearest_node_nodemask\(.*?^}\n", mempolicy, flags=re.S | re.M).group(0)
+    header = (tree / "include" / "linux" / "topology.h").read_text()
+    macro = re.search(r"^#define for_each_node_numadist\(.*?[^\\]\n", header,
+                      flags=re.S | re.M).group(0)
+    assert _c_lines(_quoted_c()) == _c_lines(func) + _c_lines(macro)
+
+
+def test_quoted_c_is_parsed():
+    lines = _c_lines(_quoted_c())
+    assert lines[0] == "int nearest_node_nodemask(int node, nodemask_t *mask)"
+    assert "if (dist < min_dist) {" in lines      # the strict < the port keeps

@@ -17,7 +17,7 @@ from pathlib import Path
 from .errors import NumalabError
 from .evidence.findings import Finding, collect_findings, notebook_title, render_guide
 
-__all__ = ["guide_page", "provenance_section", "project_commit", "chapter_records"]
+__all__ = ["GUIDE_OWNERS", "guide_page", "provenance_section", "project_commit", "chapter_records"]
 
 
 def chapter_records(chapters: dict[str, Path]) -> tuple[dict[str, str], list[Finding]]:
@@ -29,15 +29,23 @@ def chapter_records(chapters: dict[str, Path]) -> tuple[dict[str, str], list[Fin
     return titles, records
 
 
+#: The chapter that computes each key of the reviewer's guide (its findings
+#: may come from the chapter page or its evidence page).
+GUIDE_OWNERS = {"machine": "01-machine", "000": "03-probing", "001": "03-probing",
+                "002": "05-percpu-ref", "003": "04-idle-masks", "004": "02-group-cpus"}
+
+
 def guide_page(template: str, chapters: dict[str, Path], expected: list[str]) -> str:
-    """The reviewer's guide for this build. ``expected`` are the chapter stems
-    the book knows; a marker whose chapter is absent says it was not built."""
+    """The reviewer's guide for this build: one screen per patch (verdict,
+    facts with roles, the template's open questions, the commands that check
+    the next version) and every finding behind a dropdown
+    (:func:`numalab.evidence.findings.render_guide`). ``chapters`` maps page
+    stems (chapters and evidence pages) to executed notebooks; ``expected``
+    are the chapter stems the book knows; a key whose chapter is absent says
+    it was not built."""
     titles, records = chapter_records(chapters)
-    missing = {"machine"} if "01-machine" not in chapters else set()
-    owners = {"000": "03-probing", "001": "03-probing", "002": "05-percpu-ref",
-              "003": "04-idle-masks", "004": "02-group-cpus"}
-    missing |= {k for k, stem in owners.items() if stem not in chapters}
-    return render_guide(template, records, titles, missing)
+    missing = {k for k, stem in GUIDE_OWNERS.items() if stem not in chapters}
+    return render_guide(template, records, titles, missing, GUIDE_OWNERS)
 
 
 def project_commit(root: Path) -> str:

@@ -12,6 +12,8 @@ allow-list of constants (tests/test_typed_figures.py).
 ['3.8 %']
 >>> scan_text("A cache line is 64 bytes; see [v1](https://x/1.5).")
 []
+>>> [h.figure for h in scan_text(":::{dropdown} More\\n:class: x\\nfolded, still 2.5 ms\\n:::")]
+['2.5 ms']
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ FIGURE = re.compile(
     r"Gbps\b|M/s|MB\b|GiB\b|MiB\b|KiB\b|×|x\b)"
     r"|(?<![\w.`/\-])\d+\.\d+(?![\w.])")
 
-# What is removed before scanning: fenced code, inline code, links (text kept
+# What is removed before scanning: fenced code (a ::: directive's prose, such as
+# a dropdown's, is scanned: folding a figure does not make it a constant), inline code, links (text kept
 # only when it has no digits), MyST roles and targets, headings, HTML comments,
 # kernel versions and commit ids.
 _STRIP = [
-    (re.compile(r"^(```|~~~|:::).*?^\1\s*$", re.S | re.M), " "),
+    (re.compile(r"^(```|~~~).*?^\1\s*$", re.S | re.M), " "),
+    (re.compile(r"^\s*:{3,}.*$|^:[a-z-]+:.*$", re.M), " "),   # directive lines, not their prose
     (re.compile(r"`[^`\n]*`"), " "),
     (re.compile(r"\{[\w:-]+\}`[^`]*`"), " "),
     (re.compile(r"!?\[([^\]]*)\]\([^)]*\)"), " "),

@@ -29,7 +29,8 @@ from ...topology.model import Topology
 
 __all__ = ["LEVELS", "level_order", "hierarchy_table", "hierarchy_rects", "distance_table",
            "hop_order_table", "node_pair_table", "compare_machines", "reader_notes",
-           "MACHINE_TABLE_COLUMNS", "machine_table", "pick_focus", "pick_contrast"]
+           "MACHINE_TABLE_COLUMNS", "machine_table", "pick_focus", "pick_contrast", "HEADERS",
+           "readable"]
 
 #: The levels of the hierarchy drawing, outermost first.
 LEVELS = ["package", "die", "node", "cluster", "core", "thread"]
@@ -374,3 +375,34 @@ def pick_contrast(machines: dict[str, Topology], max_nodes: int = 16) -> str:
     if best is None:
         raise ValueError("no machines loaded")
     return best
+
+
+#: Column names as the book shows them: words with units, not code names.
+HEADERS = {
+    "from_node": "from node", "to_node": "to node", "distance": "distance (SLIT units)",
+    "relative": "relative to local", "from_cpus": "CPUs in from node", "to_cpus": "CPUs in to node",
+    "defaulted": "kernel default (no SLIT)", "n_nodes": "nodes joining", "new_cpus": "new CPUs",
+    "cpulist": "new CPU list", "core_id": "kernel core id", "cluster_id": "kernel cluster id",
+    "cluster_source": "clusters from", "memory_only_nodes": "memory-only nodes",
+    "cluster_size": "CPUs per cluster (most)", "distance_levels": "hop levels",
+    "distance_ratio": "farthest / nearest remote distance", "note_count": "reader's notes",
+    "smt": "threads per core (most)", "slit": "SLIT given", "cpus": "CPUs",
+    "cpu_nodes": "nodes with CPUs", "cpus_per_node_min": "CPUs per node (fewest)",
+    "cpus_per_node_max": "CPUs per node (most)", "distance_min": "nearest remote distance",
+    "distance_max": "farthest remote distance",
+}
+
+
+def readable(df: pd.DataFrame, **extra: str) -> pd.DataFrame:
+    """``df`` with its columns (and index and column-axis names) renamed for a
+    reader (:data:`HEADERS`; ``extra`` overrides, e.g. ``cpus="CPUs in the
+    mask"``). Input and output: a DataFrame; the values are not touched.
+
+    >>> readable(pd.DataFrame({"from_node": [0], "cpus": [2]}), cpus="CPUs in the mask").columns.tolist()
+    ['from node', 'CPUs in the mask']
+    """
+    names = {**HEADERS, **extra}
+    out = df.rename(columns=lambda c: names.get(c, c))
+    out.index = out.index.set_names([names.get(n, n) if n else n for n in out.index.names])
+    out.columns = out.columns.set_names([names.get(n, n) if n else n for n in out.columns.names])
+    return out
