@@ -312,6 +312,7 @@ def test_repeats_table_starts_with_the_committed_runs():
     from numalab.lab.scx import read_scx
     scx = ds.repo_root() / "data" / "lab" / "scx"
     rep = tomllib.loads((scx / "repeats.toml").read_text())
+    assert all(len(r["claims_won_pct"]) == len(rep["loadavg"]) for r in rep["runs"].values())
     for mode, r in rep["runs"].items():
         run = read_scx(scx / f"lab-7.2-scx-{mode}-16cpu-2n.tar.bz2")
         c = run.counts()

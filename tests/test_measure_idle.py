@@ -91,3 +91,19 @@ def test_collect_bench_stores_idle_inputs(monkeypatch, tmp_path):
 def test_bench_target_is_registered():
     from numalab.measure.bench import targets
     assert "idle-inputs" in targets()
+
+
+def test_chapter_inputs_are_the_quiet_five_runs():
+    """Chapter 4 takes the collected dump's record with the most runs: the
+    quiet 2026-11-25 set (five runs, load average below 1 around them), with
+    the loaded runs of the same day kept beside it for comparison only."""
+    from numalab import datasets as ds
+    from numalab.measure import load_span, loaded_sets, pick_idle_inputs
+    own = ds.load_datasets([p for p in ds.project_datasets() if "/collected/" in p])
+    name, rec = pick_idle_inputs({k: idle_inputs_of(t) for k, t in own.items() if idle_inputs_of(t)})
+    assert name.endswith("20261125") and rec["runs"] == 5
+    lo, hi = load_span(rec)
+    assert hi < 1.0 <= rec["summary"]["run_mean_us"]["low"]
+    loaded = loaded_sets(rec)
+    assert [s["runs"] for s in loaded] == [1, 5]
+    assert min(s["load_span"][0] for s in loaded) > 5 * hi

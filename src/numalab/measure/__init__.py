@@ -38,7 +38,8 @@ from .bitops import MIN_CPUS_FOR_CURVE, run_bitops
 from .idle_rate import run_idle_rate
 
 __all__ = ["run_idle_inputs", "run_bitops", "run_idle_rate", "MIN_CPUS_FOR_CURVE",
-           "idle_inputs_of", "DEFAULT_RUNS", "run_figures", "summarise"]
+           "idle_inputs_of", "DEFAULT_RUNS", "run_figures", "summarise", "pick_idle_inputs",
+           "load_span", "loaded_sets"]
 
 DEFAULT_RUNS = 5
 """Repeats of the measurement: a median and a range need several runs."""
@@ -126,3 +127,62 @@ def idle_inputs_of(topo) -> dict | None:
         return None
     rec = bench.get("idle_inputs")
     return rec if isinstance(rec, dict) else None
+
+
+def pick_idle_inputs(records: dict[str, dict]) -> tuple[str, dict] | None:
+    """The record a chapter should use among several dumps' ``idle_inputs``
+    (``{dump name: record}``): the one with the most runs, then the latest
+    ``time``; None when there is none. A single run cannot give a spread.
+
+    >>> pick_idle_inputs({"a": {"runs": 1, "time": "2026-11-25"},
+    ...                   "b": {"runs": 5, "time": "2026-11-24"}})[0]
+    'b'
+    >>> pick_idle_inputs({}) is None
+    True
+    """
+    if not records:
+        return None
+    return max(records.items(), key=lambda kv: (kv[1].get("runs", 1), str(kv[1].get("time", ""))))
+
+
+def load_span(record: dict) -> tuple[float, float]:
+    """The one-minute load average around a record's runs: lowest and
+    highest of every repeat's ``loadavg_before`` and ``loadavg_after``
+    (a record without repeats: its ``loadavg`` at the end, both ends).
+
+    >>> load_span({"repeats": [{"loadavg_before": 0.2, "loadavg_after": 0.3},
+    ...                        {"loadavg_before": 0.3, "loadavg_after": 0.9}]})
+    (0.2, 0.9)
+    >>> load_span({"loadavg": [6.95, 5.9, 3.1]})
+    (6.95, 6.95)
+    """
+    xs = [r[k] for r in record.get("repeats") or [] for k in ("loadavg_before", "loadavg_after")
+          if r.get(k) is not None]
+    if not xs:
+        xs = [record["loadavg"][0]]
+    return min(xs), max(xs)
+
+
+def loaded_sets(record: dict) -> list[dict]:
+    """The runs kept beside a record for comparison, under ``loaded`` (the
+    same machine measured while other jobs ran): a list of records, each
+    with ``time``, ``runs`` (1 when absent), its :func:`load_span` as
+    ``load_span`` and, per figure, ``summary`` (:func:`summarise` of its
+    repeats, or of its single run's :func:`run_figures`).
+
+    >>> rec = {"loaded": {"time": "t", "loadavg": [7.0, 6, 5],
+    ...        "idle_rate": {"run_mean_us": 9.0}, "bitops": {}}}
+    >>> s = loaded_sets(rec)[0]
+    >>> s["runs"], s["load_span"], s["summary"]["run_mean_us"]["median"]
+    (1, (7.0, 7.0), 9.0)
+    """
+    got = record.get("loaded") or []
+    if isinstance(got, dict):
+        got = [got]
+    out = []
+    for r in got:
+        summ = r.get("summary") or summarise([{"figures": run_figures(r.get("idle_rate") or {},
+                                                                     r.get("bitops") or {})}])
+        out.append({"time": r.get("time"), "runs": r.get("runs", 1), "load_span": load_span(r),
+                    "summary": summ, "command": r.get("command", "")})
+    return out
