@@ -257,12 +257,15 @@ def build_command(build: dict) -> str:
     ...                "patch": "004-group-cpus-rotate-7.2.patch"})
     'numalab lab build-kernel --source 7.2 --patch src/numalab/lab/patches/004-group-cpus-rotate-7.2.patch -o 7.2-rotate'
     """
-    from .build import default_name
+    from .build import FRAGMENT, default_name, fragment_file
     version = build["source_package"].removeprefix("linux-source-")
     cmd = f"numalab lab build-kernel --source {version}"
     patch = build.get("patch")
     if patch:
         cmd += f" --patch src/numalab/lab/patches/{patch}"
+    frag = fragment_file(build.get("fragment_sha256"))
+    if frag is not None and frag != FRAGMENT:
+        cmd += f" --fragment src/numalab/lab/kconfig/{frag.name}"
     name = build.get("name")
     if name and name != default_name(version, Path(patch) if patch else None):
         cmd += f" -o {name}"
