@@ -96,6 +96,10 @@ def test_machine_table_columns_and_verdicts():
     assert rows["m"]["most dedicated vectors on one CPU, 7.2"] == 2
     assert rows["m"]["most dedicated vectors on one CPU, 7.2 + patch 004"] == 1
     assert rows["m"]["port equals the kernel (I/O vectors)"] == "yes (12 of 12)"
+    assert rows["m"]["controllers whose masks the patch changed"] == "-"     # no masks given
+    two = machine_table([{**_rec("mainline"), "masks": {"a": (1, 2), "b": (1, 2)}},
+                         {**_rec("rotate"), "masks": {"a": (1, 2), "b": (2, 1)}}])
+    assert two.iloc[0]["controllers whose masks the patch changed"] == "1 of 2"
     lossy = rows["lossy"]
     assert lossy["I/O queues granted per controller, 7.2 + patch 004"] == "2 or 3"
     assert lossy["I/O queues lost (empty masks), 7.2 + patch 004"] == 1
@@ -129,6 +133,9 @@ def test_the_book_table_from_the_committed_boots():
     assert len(t) == len({r["machine"] for r in rows})
     # the port equals the real kernel on every machine, both variants
     assert t["port equals the kernel (I/O vectors)"].str.startswith("yes (").all(), t.to_string()
+    for _, m in t.iterrows():   # a different stacking needs different masks
+        if m["most dedicated vectors on one CPU, 7.2"] != m["most dedicated vectors on one CPU, 7.2 + patch 004"]:
+            assert not m["controllers whose masks the patch changed"].startswith("0 of")
     for r in rows:
         assert r["controllers"] == 6 and r["equal"] == r["vectors"] == sum(r["granted"])
         assert r["asked"] == [scaled_queues(r["cpus"], (62, 96))] * 6

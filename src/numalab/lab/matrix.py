@@ -43,6 +43,7 @@ COLUMNS = ["machine", "CPUs", "NUMA nodes", "NVMe controllers",
            "most dedicated vectors on one CPU, 7.2 + patch 004",
            "I/O queues lost (empty masks), 7.2",
            "I/O queues lost (empty masks), 7.2 + patch 004",
+           "controllers whose masks the patch changed",
            "port equals the kernel (I/O vectors)"]
 
 
@@ -55,7 +56,8 @@ def _distinct(values) -> str:
 def boot_row(dump: str | Path) -> dict:
     """One committed sweep dump -> ``{"machine", "variant", "cpus", "nodes",
     "controllers", "asked" (list per controller), "granted" (list),
-    "lost" (int), "max_dedicated" (int), "vectors" (I/O vectors compared),
+    "lost" (int), "max_dedicated" (int), "masks" ({PCI address: the I/O
+    queues' masks}), "vectors" (I/O vectors compared),
     "equal" (of them, equal to the port's), "port_granted_ok" (bool),
     "dump"}``. Raises LabError for a dump that is not a sweep's."""
     from ..datasets import load_cached
@@ -86,7 +88,11 @@ def boot_row(dump: str | Path) -> dict:
         port_ok &= r["vectors"] - 1 == g
     t = mask_table(str(dump))
     counts = dedicated_counts(str(dump))
+    masks = {c.address: tuple(q.smp_affinity for q in sorted(
+        (q for q in c.irqs if q.queue is not None and q.queue >= 1), key=lambda q: q.queue))
+        for c in d.nvme}
     return {"machine": sweep["spec"]["machine"], "variant": variant, "kernel": kernel,
+            "masks": masks,
             "cpus": cpus, "nodes": len(d.manifest["topology"]["nodes"]),
             "controllers": len(d.nvme), "asked": asked, "granted": granted,
             "lost": sum(a - g for a, g in zip(asked, granted)),
@@ -126,6 +132,12 @@ def machine_table(rows: list[dict]) -> pd.DataFrame:
             row[f"I/O queues granted per controller, {name}"] = _distinct(r["granted"]) if r else "-"
             row[f"most dedicated vectors on one CPU, {name}"] = r["max_dedicated"] if r else "-"
             row[f"I/O queues lost (empty masks), {name}"] = r["lost"] if r else "-"
+        a, b = runs.get("mainline"), runs.get("rotate")
+        if a and b and "masks" in a and "masks" in b:
+            changed = sum(1 for addr, m in b["masks"].items() if a["masks"].get(addr) != m)
+            row["controllers whose masks the patch changed"] = f"{changed} of {len(b['masks'])}"
+        else:
+            row["controllers whose masks the patch changed"] = "-"
         vec = sum(r["vectors"] for r in runs.values())
         eq = sum(r["equal"] for r in runs.values())
         ok = eq == vec and all(r["port_granted_ok"] for r in runs.values())

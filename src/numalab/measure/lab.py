@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..validate import integer
 
-__all__ = ["project_wall", "run_lab_bench", "sweep_projection", "render"]
+__all__ = ["project_wall", "run_lab_bench", "sweep_projection", "merge_sweeps", "render"]
 
 
 def project_wall(per_boot: list[float], boots: int, workers: int,
@@ -123,6 +123,26 @@ def sweep_projection(summary: dict, workers: tuple[int, ...] = (1, 2, 8, 32)) ->
                            for w in workers]}
 
 
+def merge_sweeps(summaries: list[dict]) -> dict:
+    """Runs of one matrix made one after the other (a rerun boots only what
+    the earlier ones did not) as one sweep: every booted task, the walls
+    added. All runs must have had the same worker count.
+
+    >>> m = merge_sweeps([{"matrix": "a", "wall_seconds": 10.0, "workers": 2, "tasks": [1]},
+    ...                   {"matrix": "b", "wall_seconds": 5.0, "workers": 2, "tasks": [2]}])
+    >>> m["wall_seconds"], m["tasks"], m["matrix"]
+    (15.0, [1, 2], 'a + b')
+    """
+    if not summaries:
+        raise ValueError("no sweep")
+    workers = {s.get("workers") for s in summaries}
+    if len(workers) != 1:
+        raise ValueError(f"the runs had different worker counts: {sorted(map(str, workers))}")
+    return {"matrix": " + ".join(str(s.get("matrix")) for s in summaries),
+            "wall_seconds": sum(float(s["wall_seconds"]) for s in summaries),
+            "workers": workers.pop(), "tasks": [t for s in summaries for t in s["tasks"]]}
+
+
 def _num(x) -> str:
     return "?" if x is None else f"{x:.2f}"
 
@@ -166,16 +186,18 @@ def _arguments(p) -> None:
                    help="the sweep matrix to boot (default data/lab/sweep/matrix.toml)")
     p.add_argument("--workers", type=option_integer(1, 256), default=2,
                    help="workers of the parallel run (default 2)")
-    p.add_argument("--from-sweep", metavar="SWEEP.json", default=None,
+    p.add_argument("--from-sweep", metavar="SWEEP.json", nargs="+", default=None,
                    help="boot nothing: project a finished sweep's measured boots "
-                        "(RESULTS/sweep.json) on 1, 2, 8 and 32 workers")
+                        "(RESULTS/sweep.json; several files: the runs of one matrix, one "
+                        "after the other) on 1, 2, 8 and 32 workers")
 
 
 def _run(args) -> dict:
     from ..datasets import repo_root
     if getattr(args, "from_sweep", None):
         import json
-        return sweep_projection(json.loads(Path(args.from_sweep).read_text()))
+        return sweep_projection(merge_sweeps([json.loads(Path(f).read_text())
+                                              for f in args.from_sweep]))
     matrix = args.matrix or str(repo_root() / "data" / "lab" / "sweep" / "matrix.toml")
     return run_lab_bench(matrix, args.workers,
                          say=lambda line: print(line, file=sys.stderr, flush=True))
