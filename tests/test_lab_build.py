@@ -250,3 +250,27 @@ def test_run_with_an_unknown_built_kernel(cache, capsys):
                    "--nvme", "1@0:1", "-o", str(cache / "x.tar.bz2")])
     assert rc == 2
     assert "no built kernel named 'nothing'" in capsys.readouterr().err
+
+
+def test_fragment_option_and_committed_fragments(tmp_path):
+    """--fragment takes a fragment that parses; each committed fragment is
+    found again by its sha256 (a built dump names its fragment by hash)."""
+    import argparse
+    import hashlib
+    from numalab.lab.args import check_build
+    ns = dict(source="7.2", patch=None, name=None, jobs=2)
+    assert check_build(argparse.Namespace(**ns, fragment=None))["fragment"] == B.FRAGMENT
+    bad = tmp_path / "bad.config"
+    bad.write_text("SMP=y\n")
+    with pytest.raises(LabError, match="--fragment .*bad.config: fragment line 1"):
+        check_build(argparse.Namespace(**ns, fragment=str(bad)))
+    with pytest.raises(LabError, match="cannot read"):
+        check_build(argparse.Namespace(**ns, fragment=str(tmp_path / "none.config")))
+    frags = sorted(B.FRAGMENT.parent.glob("*.config"))
+    assert {f.name for f in frags} >= {"lab.config", "lab-periodic.config"}
+    for f in frags:
+        assert B.fragment_file(hashlib.sha256(f.read_text().encode()).hexdigest()) == f
+    # the current fragment stops the idle tick; the first one did not
+    cur = B.parse_fragment(B.FRAGMENT.read_text())
+    old = B.parse_fragment((B.FRAGMENT.parent / "lab-periodic.config").read_text())
+    assert cur.get("CONFIG_NO_HZ_IDLE") == "y" and "CONFIG_NO_HZ_IDLE" not in old

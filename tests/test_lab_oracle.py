@@ -24,7 +24,8 @@ from numalab.cpumask import format_cpulist
 from numalab.datasets import lab_datasets
 from numalab.kernel import versions
 from numalab.lab.dump import read_lab_dump
-from numalab.lab.oracle import (dedicated_counts, dump_build, group_cpus_calls, port_masks,
+from numalab.lab.build import FRAGMENT, fragment_file
+from numalab.lab.oracle import (build_command, dedicated_counts, dump_build, group_cpus_calls, port_masks,
                                 probe_vs_model, rotate_offsets)
 from numalab.topology import load
 
@@ -175,15 +176,19 @@ def test_a_dump_without_a_record_is_an_error(tmp_path):
         reproduce(copy)
 
 
-def test_built_dumps_were_made_with_the_committed_fragment():
+def test_built_dumps_were_made_with_a_committed_fragment():
     """A changed fragment builds other kernels than the ones the committed
-    dumps booted: remake the dumps with it, or keep the fragment."""
-    import hashlib
-    from numalab.lab.build import FRAGMENT
-    sha = hashlib.sha256(FRAGMENT.read_text().encode()).hexdigest()
+    dumps booted: every built dump's fragment is still committed
+    (src/numalab/lab/kconfig/), and the command that remakes it names it."""
     built = [p for p in DUMPS if dump_build(p)]
     assert built
-    assert {dump_build(p)["fragment_sha256"] for p in built} == {sha}
+    for p in built:
+        b = dump_build(p)
+        frag = fragment_file(b["fragment_sha256"])
+        assert frag is not None, p
+        cmd = build_command(b)
+        assert (frag == FRAGMENT) == ("--fragment" not in cmd), cmd
+    assert fragment_file("0" * 64) is None
 
 
 @pytest.mark.parametrize("name, want_local", [("isolcpus", True), ("nohzfull", False)])

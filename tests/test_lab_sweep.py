@@ -205,3 +205,17 @@ def test_bench_lab_is_registered_and_projects():
     # more workers never take longer, and never less than the longest boot
     walls = [project_wall([110.0, 150.0, 40.0], 200, w) for w in (1, 2, 8, 32, 500)]
     assert walls == sorted(walls, reverse=True) and walls[-1] == 150.0
+
+
+def test_a_finished_sweep_projected_on_more_workers():
+    from numalab.measure.lab import render, sweep_projection
+    summary = {"matrix": "m.toml", "wall_seconds": 100.0, "workers": 2,
+               "tasks": [{"status": "booted", "seconds": s} for s in (60.0, 30.0, 30.0)]
+               + [{"status": "failed", "seconds": 5.0}, {"status": "existing", "seconds": 0}]}
+    r = sweep_projection(summary, (1, 2, 3))
+    assert r["boots"] == 3 and r["failed"] == 1
+    assert r["startup_s"] == 40.0                      # 100 s wall, 60 s of boots on 2 workers
+    assert [p["wall_s"] for p in r["projection"]] == [160.0, 100.0, 100.0]
+    assert "3 boots (1 failed) in 100 s wall on 2 worker(s)" in render(r)
+    with pytest.raises(ValueError):
+        sweep_projection({"wall_seconds": 1.0, "tasks": [{"status": "existing", "seconds": 0}]})

@@ -27,7 +27,7 @@ SWEEP_EPILOG = """\
 matrix file (TOML; dump paths relative to its folder):
   machines = ["../../hwloc/linux/16amd64-8n2c.tar.bz2", "pack:2 numa:1 core:4 pu:2"]
   kernels = ["7.2"]              # Debian versions or releases, or built:NAME
-  nvme = ["per-node:1:8"]        # per-node:N[:QUEUES] or N@NODE:QUEUES options ("3@0:8 3@1:8")
+  nvme = ["per-node:1:8"]        # per-node:N[:QUEUES], spread:N:Q/C or N@NODE:QUEUES options ("3@0:8 3@1:8")
   cmdline = [""]                 # optional: extra kernel command lines, one boot each
   timeout = 600                  # optional: seconds per boot
   retries = 1                    # optional: boots again after a failure (0-3)
@@ -139,6 +139,9 @@ def add_parser(sub) -> None:
     b.add_argument("--patch", metavar="FILE",
                    help="a unified diff to apply with patch -p1 (no fuzz), e.g. "
                         "src/numalab/lab/patches/004-group-cpus-rotate-7.2.patch")
+    b.add_argument("--fragment", metavar="FILE",
+                   help="the Kconfig fragment (default src/numalab/lab/kconfig/lab.config; "
+                        "kconfig/lab-periodic.config is the one the first built dumps used)")
     b.add_argument("-o", "--name", metavar="NAME",
                    help="the build's name for 'lab run --kernel built:NAME' (default VERSION "
                         "or VERSION-PATCHSTEM)")
@@ -278,7 +281,7 @@ def run_build_kernel(args) -> int:
     from ..lab.args import check_build
     ok = check_build(args)            # every argument, before anything is fetched or built
     k = build_kernel(ok["source"], patch=ok["patch"], name=ok["name"], jobs=ok["jobs"],
-                     progress=_say)
+                     fragment=ok["fragment"], progress=_say)
     print(k.release)
     return 0
 

@@ -313,10 +313,18 @@ def check_run(args) -> dict:
 
 def check_build(args) -> dict:
     """Every argument of ``numalab lab build-kernel`` before anything
-    starts: ``--source``, ``--patch``, ``-o`` (a build name), ``-j``."""
-    from .build import check_name
+    starts: ``--source``, ``--patch``, ``--fragment`` (a Kconfig fragment
+    file that parses), ``-o`` (a build name), ``-j``."""
+    from .build import FRAGMENT, check_name, parse_fragment
     source = check_source(args.source)
     patch = check_patch_file(args.patch) if args.patch is not None else None
+    fragment = Path(getattr(args, "fragment", None) or FRAGMENT)
+    try:
+        parse_fragment(fragment.read_text())
+    except OSError as e:
+        raise LabError(f"--fragment {fragment}: cannot read ({e.strerror or e})") from None
+    except LabError as e:
+        raise LabError(f"--fragment {fragment}: {e}") from None
     name = check_name(args.name) if args.name is not None else None
     jobs = check_jobs(args.jobs)
-    return {"source": source, "patch": patch, "name": name, "jobs": jobs}
+    return {"source": source, "patch": patch, "name": name, "jobs": jobs, "fragment": fragment}

@@ -54,7 +54,7 @@ from . import LabError, cache_root
 from .kernels import DEFAULT_MODULES, AptCache, CachedKernel, _load_cached, _module_deps, _sha256
 
 __all__ = ["RECIPE", "FRAGMENT", "PATCHES", "SourcePackage", "parse_fragment",
-           "fragment_mismatches", "build_key", "patch_hunks", "check_patch", "apply_patch",
+           "fragment_mismatches", "fragment_file", "build_key", "patch_hunks", "check_patch", "apply_patch",
            "check_name", "check_source_version", "find_source", "build_kernel", "find_built",
            "built_kernels", "default_name", "BuildError"]
 
@@ -131,6 +131,20 @@ def fragment_mismatches(fragment: dict[str, str], config: str) -> list[str]:
                                     if ln.startswith("CONFIG_") or ln.endswith(" is not set")))
     return [f"{k}={v} (got {have.get(k, 'n')})" for k, v in fragment.items()
             if have.get(k, "n") != v]
+
+
+def fragment_file(sha256: str | None) -> Path | None:
+    """The committed fragment (``kconfig/*.config`` beside this module) whose
+    text has this sha256, or None: a built dump names the fragment it was
+    built with by its hash, and every fragment a committed dump used stays
+    here (``lab.config``, the current one; ``lab-periodic.config``, the
+    first one, with the periodic tick)."""
+    if not sha256:
+        return None
+    for f in sorted(FRAGMENT.parent.glob("*.config")):
+        if hashlib.sha256(f.read_text().encode()).hexdigest() == sha256:
+            return f
+    return None
 
 
 def build_key(source_sha256: str, fragment: str, patch: str | None,

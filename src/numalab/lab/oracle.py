@@ -124,33 +124,58 @@ def rotate_offsets(dump, topo=None) -> dict[str, int]:
     """``{PCI address: spread_offset}`` for a dump of the rotate build.
 
     Each controller gets the index (since boot, in
-    :func:`group_cpus_calls`) of the ``irq_create_affinity_masks()`` call
+    :func:`group_cpus_calls`) of an ``irq_create_affinity_masks()`` call
     whose rotate-variant masks are exactly the controller's I/O queue masks;
     each call is used once. (The other calls, ``blk_mq_map_queues()`` for
-    nvme's admin tag set, advance the patch's counter too.) Raises
-    LabError when a controller matches no traced call, or more than one
-    (the trace then cannot tell), so the offsets returned are measured
+    nvme's admin tag set, advance the patch's counter too.) When one call
+    fits each controller, that is the answer. The rotation can repeat
+    itself (on some machines several offsets give the same masks); then the
+    masks cannot tell which of those calls was whose, and the answer is the
+    first one-to-one assignment of calls to controllers (controllers in
+    order, earliest call first) under which every controller's masks are
+    the port's -- any such assignment gives the same masks. Raises LabError
+    when no assignment exists (a controller fits no traced call, or two
+    controllers only the same one), so the offsets returned are measured
     (call counting) and checked (masks), not assumed.
     """
     d = _dump(dump)
     topo = topo if topo is not None else load(d.path)
     kernel = versions.parse_release(d.kernel_release)
     calls = group_cpus_calls(d)
-    out: dict[str, int] = {}
-    used: set[int] = set()
+    fits: list[list[int]] = []
+    cache: dict[tuple[int, int], list[int]] = {}
     for ctrl in d.nvme:
         io = sorted((q for q in ctrl.irqs if q.queue is not None and q.queue >= 1), key=lambda q: q.queue)
         real = [q.smp_affinity for q in io]
-        hits = [k for k, c in enumerate(calls) if k not in used and
-                c.function == "irq_create_affinity_masks" and
-                list(group_cpus_evenly(len(io), topo, "rotate", k, kernel=kernel)) == real]
-        if len(hits) != 1:
-            raise LabError(f"{d.name}: {ctrl.controller} ({ctrl.address}) matches "
-                           f"{'no' if not hits else len(hits)} of the {len(calls)} "
-                           f"group_cpus_evenly() calls traced{' ' + str(hits) if hits else ''}")
-        out[ctrl.address] = hits[0]
-        used.add(hits[0])
-    return out
+        hits = []
+        for k, c in enumerate(calls):
+            if c.function != "irq_create_affinity_masks":
+                continue
+            if (len(io), k) not in cache:
+                cache[(len(io), k)] = list(group_cpus_evenly(len(io), topo, "rotate", k,
+                                                             kernel=kernel))
+            if cache[(len(io), k)] == real:
+                hits.append(k)
+        if not hits:
+            raise LabError(f"{d.name}: {ctrl.controller} ({ctrl.address}) matches no of the "
+                           f"{len(calls)} group_cpus_evenly() calls traced")
+        fits.append(hits)
+
+    def assign(i: int, used: frozenset) -> list[int] | None:
+        if i == len(fits):
+            return []
+        for k in fits[i]:
+            if k not in used:
+                rest = assign(i + 1, used | {k})
+                if rest is not None:
+                    return [k, *rest]
+        return None
+    chosen = assign(0, frozenset())
+    if chosen is None:
+        raise LabError(f"{d.name}: no one-to-one assignment of the traced "
+                       f"group_cpus_evenly() calls to the {len(d.nvme)} controllers fits "
+                       f"their masks (candidates {fits})")
+    return {ctrl.address: k for ctrl, k in zip(d.nvme, chosen)}
 
 
 def port_masks(dump, ctrl, topo=None, spread_offset: int | None = None) -> list[int]:
@@ -257,12 +282,15 @@ def build_command(build: dict) -> str:
     ...                "patch": "004-group-cpus-rotate-7.2.patch"})
     'numalab lab build-kernel --source 7.2 --patch src/numalab/lab/patches/004-group-cpus-rotate-7.2.patch -o 7.2-rotate'
     """
-    from .build import default_name
+    from .build import FRAGMENT, default_name, fragment_file
     version = build["source_package"].removeprefix("linux-source-")
     cmd = f"numalab lab build-kernel --source {version}"
     patch = build.get("patch")
     if patch:
         cmd += f" --patch src/numalab/lab/patches/{patch}"
+    frag = fragment_file(build.get("fragment_sha256"))
+    if frag is not None and frag != FRAGMENT:
+        cmd += f" --fragment src/numalab/lab/kconfig/{frag.name}"
     name = build.get("name")
     if name and name != default_name(version, Path(patch) if patch else None):
         cmd += f" -o {name}"

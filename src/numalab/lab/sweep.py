@@ -57,7 +57,7 @@ from ..errors import NumalabError, one_line
 from . import LabError
 from .schema import Int, LabFileError, List, Num, Obj, Str, check, show
 
-__all__ = ["Matrix", "Layout", "load_matrix", "parse_layout", "plan_sweep", "run_sweep",
+__all__ = ["Matrix", "Layout", "load_matrix", "parse_layout", "scaled_queues", "spread_options", "plan_sweep", "run_sweep",
            "run_task", "lab_boot", "resolve_kernel", "task_key", "MATRIX", "usable_cpus"]
 
 FORMAT = "numalab-sweep/1"
@@ -89,6 +89,7 @@ def usable_cpus() -> int:
 
 _EXPLICIT = re.compile(r"\d{1,2}@\d{1,3}:\d{1,3}")
 _PER_NODE = re.compile(r"per-node:(\d{1,2})(?::(\d{1,3}|cpus))?")
+_SPREAD = re.compile(r"spread:(\d{1,2}):(\d{1,3})/(\d{1,3})")
 
 
 @dataclass(frozen=True)
@@ -96,19 +97,55 @@ class Layout:
     """An NVMe layout of the matrix: ``text`` as written; ``explicit``
     (``N@NODE:QUEUES`` options) or ``per_node`` (controllers on every node
     with CPUs) with ``queues`` (None: one per CPU of the machine, at most
-    128, as nvme asks for one I/O queue per possible CPU)."""
+    128, as nvme asks for one I/O queue per possible CPU), or ``spread``
+    (that many controllers dealt over the nodes with CPUs) with ``ratio``
+    ``(Q, C)``: Q I/O queues per C CPUs of the machine."""
 
     text: str
     explicit: tuple[str, ...] = ()
     per_node: int = 0
     queues: int | None = None
+    spread: int = 0
+    ratio: tuple[int, int] | None = None
 
     def options(self, machine) -> list[str]:
         """The ``--nvme`` options for a LabMachine."""
         if self.explicit:
             return list(self.explicit)
+        if self.spread:
+            return spread_options(self.spread, self.ratio, machine.ncpus,
+                                  [n for n in range(machine.nnodes) if machine.node_cpus(n)])
         q = self.queues or min(machine.ncpus, 128)
         return [f"{self.per_node}@{n}:{q}" for n in range(machine.nnodes) if machine.node_cpus(n)]
+
+
+def scaled_queues(ncpus: int, ratio: tuple[int, int]) -> int:
+    """I/O queues per controller for a machine of ``ncpus`` CPUs at ``ratio``
+    ``(Q, C)`` (Q queues per C CPUs): ``ncpus * Q / C`` rounded half up,
+    at least 1, at most 128 and at most ``ncpus``.
+
+    >>> [scaled_queues(n, (62, 96)) for n in (2, 4, 8, 16, 64, 96)]
+    [1, 3, 5, 10, 41, 62]
+    """
+    q, c = ratio
+    return max(1, min(128, ncpus, (2 * ncpus * q + c) // (2 * c)))
+
+
+def spread_options(count: int, ratio: tuple[int, int], ncpus: int, nodes: list[int]) -> list[str]:
+    """``--nvme`` options for ``count`` controllers dealt round-robin over
+    ``nodes`` (controller i on ``nodes[i % len(nodes)]``), each with
+    :func:`scaled_queues` I/O queues.
+
+    >>> spread_options(6, (62, 96), 16, [0, 1, 2, 3])
+    ['2@0:10', '2@1:10', '1@2:10', '1@3:10']
+    >>> spread_options(6, (62, 96), 64, list(range(16)))
+    ['1@0:41', '1@1:41', '1@2:41', '1@3:41', '1@4:41', '1@5:41']
+    """
+    q = scaled_queues(ncpus, ratio)
+    per = [0] * len(nodes)
+    for i in range(count):
+        per[i % len(nodes)] += 1
+    return [f"{k}@{n}:{q}" for n, k in zip(nodes, per) if k]
 
 
 def parse_layout(text: str) -> Layout:
@@ -118,10 +155,16 @@ def parse_layout(text: str) -> Layout:
       separated by spaces (the same on every machine);
     * ``"per-node:N"``: N controllers on every node that has CPUs, each with
       one I/O queue per CPU of the machine (at most 128);
-      ``"per-node:N:Q"``: Q I/O queues each.
+      ``"per-node:N:Q"``: Q I/O queues each;
+    * ``"spread:N:Q/C"``: N controllers in all, dealt round-robin over the
+      nodes that have CPUs, each with Q I/O queues per C CPUs of the
+      machine (:func:`scaled_queues`; ``spread:6:62/96`` is patch 004's
+      example, 6 disks of 62 I/O queues on 96 CPUs, scaled to each machine).
 
     >>> parse_layout("per-node:1:8").options(__import__("numalab.lab.spec").lab.spec.machine_from_text("numa:2 core:2"))
     ['1@0:8', '1@1:8']
+    >>> parse_layout("spread:6:62/96").options(__import__("numalab.lab.spec").lab.spec.machine_from_text("numa:2 core:8"))
+    ['3@0:10', '3@1:10']
     >>> parse_layout("3@0:8 1@1:4").explicit
     ('3@0:8', '1@1:4')
     """
@@ -135,6 +178,14 @@ def parse_layout(text: str) -> Layout:
         if q is not None and not 1 <= q <= 128:
             raise LabError(f"{show(t)}: 1 to 128 I/O queues")
         return Layout(t, per_node=n, queues=q)
+    m = _SPREAD.fullmatch(t)
+    if m:
+        n, q, c = (int(x) for x in m.groups())
+        if not 1 <= n <= 31:
+            raise LabError(f"{show(t)}: 1 to 31 controllers")
+        if not (1 <= q <= 128 and 1 <= c <= 128):
+            raise LabError(f"{show(t)}: Q/C with 1 to 128 each")
+        return Layout(t, spread=n, ratio=(q, c))
     words = t.split()
     if words and all(_EXPLICIT.fullmatch(w) for w in words):
         from .spec import parse_nvme
@@ -142,7 +193,7 @@ def parse_layout(text: str) -> Layout:
             parse_nvme(w)          # counts and queues in range
         return Layout(t, explicit=tuple(words))
     raise LabError(f"{show(text)}: expected N@NODE:QUEUES options separated by spaces "
-                   "(3@0:8 3@1:8) or per-node:N[:QUEUES]")
+                   "(3@0:8 3@1:8), per-node:N[:QUEUES] or spread:N:Q/C")
 
 
 # -- the matrix -------------------------------------------------------------------------
@@ -256,8 +307,13 @@ def resolve_kernel(query: str, progress=None) -> dict:
         from .kernels import fetch_kernel
         k = fetch_kernel(query, progress=progress)
         run = k.release
-    return {"kernel": run, "upstream": k.upstream,
-            "packages": sorted(p["sha256"] for p in k.packages)}
+    out = {"kernel": run, "upstream": k.upstream,
+           "packages": sorted(p["sha256"] for p in k.packages)}
+    if k.build:
+        # a built kernel is its source package AND its fragment and patch: a
+        # rebuild with another fragment must not reuse the old results
+        out["build"] = {f: k.build.get(f) for f in ("key", "fragment_sha256", "patch_sha256")}
+    return out
 
 
 def task_key(spec: dict) -> str:
@@ -308,6 +364,8 @@ def plan_sweep(matrix: Matrix, kernels: dict[str, dict]) -> tuple[list[dict], li
                             "lab": e.args, "kernel": k["kernel"],
                             "kernel_packages": k["packages"], "nvme": opts, "cmdline": cmd,
                             "trace": list(matrix.trace), "boot_trace": list(matrix.boot_trace)}
+                    if "build" in k:
+                        spec["kernel_build"] = k["build"]
                     key = task_key(spec)
                     short = (k["upstream"].rsplit(".", 1)[0] if not k["kernel"].startswith("built:")
                              else k["kernel"][6:])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..validate import integer
 
-__all__ = ["project_wall", "run_lab_bench", "render"]
+__all__ = ["project_wall", "run_lab_bench", "sweep_projection", "merge_sweeps", "render"]
 
 
 def project_wall(per_boot: list[float], boots: int, workers: int,
@@ -93,6 +93,56 @@ def run_lab_bench(matrix: str, workers: int = 2, project: tuple[int, ...] = (200
             "startup_s": round(startup, 1), "projection": proj}
 
 
+def sweep_projection(summary: dict, workers: tuple[int, ...] = (1, 2, 8, 32)) -> dict:
+    """A finished sweep (its ``sweep.json`` as a dict) projected on other
+    worker counts, without booting: its booted tasks' measured seconds
+    (as the workers timed them) through :func:`project_wall`, with the
+    sweep's start-up overhead (measured wall minus the projection on the
+    sweep's own worker count, at least 0). Output: ``{"matrix", "boots",
+    "failed", "wall_s", "sweep_workers", "per_boot_s", "startup_s",
+    "projection": [{"boots", "workers", "wall_s"}]}``.
+
+    >>> r = sweep_projection({"matrix": "m.toml", "wall_seconds": 35.0, "workers": 2,
+    ...     "tasks": [{"status": "booted", "seconds": s} for s in (10.0, 20.0, 30.0)]}, (1, 3))
+    >>> r["startup_s"], [p["wall_s"] for p in r["projection"]]
+    (5.0, [65.0, 35.0])
+    """
+    booted = [r for r in summary["tasks"] if r["status"] == "booted"]
+    per = [float(r["seconds"]) for r in booted]
+    if not per:
+        raise ValueError("the sweep booted nothing (every dump was already there?)")
+    own = int(summary.get("workers") or 1)
+    wall = float(summary["wall_seconds"])
+    startup = max(0.0, wall - project_wall(per, len(per), own))
+    return {"matrix": summary.get("matrix"), "boots": len(per),
+            "failed": sum(1 for r in summary["tasks"] if r["status"] == "failed"),
+            "wall_s": wall, "sweep_workers": own, "per_boot_s": per,
+            "startup_s": round(startup, 1),
+            "projection": [{"boots": len(per), "workers": w,
+                            "wall_s": round(project_wall(per, len(per), w, startup), 0)}
+                           for w in workers]}
+
+
+def merge_sweeps(summaries: list[dict]) -> dict:
+    """Runs of one matrix made one after the other (a rerun boots only what
+    the earlier ones did not) as one sweep: every booted task, the walls
+    added. All runs must have had the same worker count.
+
+    >>> m = merge_sweeps([{"matrix": "a", "wall_seconds": 10.0, "workers": 2, "tasks": [1]},
+    ...                   {"matrix": "b", "wall_seconds": 5.0, "workers": 2, "tasks": [2]}])
+    >>> m["wall_seconds"], m["tasks"], m["matrix"]
+    (15.0, [1, 2], 'a + b')
+    """
+    if not summaries:
+        raise ValueError("no sweep")
+    workers = {s.get("workers") for s in summaries}
+    if len(workers) != 1:
+        raise ValueError(f"the runs had different worker counts: {sorted(map(str, workers))}")
+    return {"matrix": " + ".join(str(s.get("matrix")) for s in summaries),
+            "wall_seconds": sum(float(s["wall_seconds"]) for s in summaries),
+            "workers": workers.pop(), "tasks": [t for s in summaries for t in s["tasks"]]}
+
+
 def _num(x) -> str:
     return "?" if x is None else f"{x:.2f}"
 
@@ -103,6 +153,17 @@ def _hours(s: float) -> str:
 
 def render(result: dict) -> str:
     """The ``lab`` dict as text."""
+    if "sweep_workers" in result:
+        per = result["per_boot_s"]
+        lines = [f"sweep of {result['matrix']}: {result['boots']} boots ({result['failed']} "
+                 f"failed) in {result['wall_s']:.0f} s wall on {result['sweep_workers']} "
+                 f"worker(s); per boot {min(per):.0f}-{max(per):.0f} s, sum {sum(per):.0f} s; "
+                 f"start-up {result['startup_s']:.0f} s",
+                 "projected (the same boots, one core per worker):"]
+        for p in result["projection"]:
+            lines.append(f"  {p['boots']:>6} boots on {p['workers']:>3} worker(s): "
+                         f"{_hours(p['wall_s'])}")
+        return "\n".join(lines)
     lines = [f"matrix {result['matrix']}, {result['cpus']} usable CPU(s)"]
     for r in result["runs"]:
         per = r["per_boot_s"]
@@ -125,10 +186,18 @@ def _arguments(p) -> None:
                    help="the sweep matrix to boot (default data/lab/sweep/matrix.toml)")
     p.add_argument("--workers", type=option_integer(1, 256), default=2,
                    help="workers of the parallel run (default 2)")
+    p.add_argument("--from-sweep", metavar="SWEEP.json", nargs="+", default=None,
+                   help="boot nothing: project a finished sweep's measured boots "
+                        "(RESULTS/sweep.json; several files: the runs of one matrix, one "
+                        "after the other) on 1, 2, 8 and 32 workers")
 
 
 def _run(args) -> dict:
     from ..datasets import repo_root
+    if getattr(args, "from_sweep", None):
+        import json
+        return sweep_projection(merge_sweeps([json.loads(Path(f).read_text())
+                                              for f in args.from_sweep]))
     matrix = args.matrix or str(repo_root() / "data" / "lab" / "sweep" / "matrix.toml")
     return run_lab_bench(matrix, args.workers,
                          say=lambda line: print(line, file=sys.stderr, flush=True))
