@@ -24,9 +24,7 @@ def _topo(machine_text, **kw):
     ("pack:2 numa:1 core:4 pu:2", {}),
     ("pack:1 core:6 pu:2", {"node_cpus": "0-5;6-9;10-11;", "node_memory": "384,256,256,256",
                             "distances": "10,16,32,32;16,10,22,28;32,22,10,16;32,28,16,10"}),
-    ("pack:2 die:2 core:2 pu:2", {"node_cpus": "0-3;4-7;8-11;12-15"}),
     ("pack:1 core:4 pu:1", {"node_cpus": "0-1;2-3", "node_memory": "384,0"}),   # memory-less
-    ("pack:1 core:4 pu:2", {"node_cpus": "4-7;0-3"}),                           # nodes out of order
 ])
 def test_round_trip_machine_guest_machine(text, kw):
     """What the guest of a lab machine reports is expressed as that machine."""
@@ -39,6 +37,23 @@ def test_round_trip_machine_guest_machine(text, kw):
     assert dataclasses.replace(e.machine, description=m.description,
                                memory_mib=m.memory_mib) == m
     assert shape_differences(guest_topology(m), guest_topology(e.machine)) == []
+
+
+@pytest.mark.parametrize("text,kw,want", [
+    ("pack:2 die:2 core:2 pu:2", {"node_cpus": "0-3;4-7;8-11;12-15"}, "pack:2 core:4 pu:2"),
+    ("pack:1 core:4 pu:2", {"node_cpus": "4-7;0-3"}, "pack:1 core:4 pu:2"),   # nodes out of order
+])
+def test_what_the_guest_kernel_renumbers(text, kw, want):
+    """Dies and node order: the guest reports a machine of its own (one die
+    per package; nodes numbered by their first CPU), which is what express
+    gives back, and the guest of that machine is the same guest."""
+    m = machine_from_text(text, **kw)
+    e = express(guest_topology(m))
+    assert e.exact and e.args["topology"] == want
+    assert e.machine != m
+    assert shape_differences(guest_topology(m), guest_topology(e.machine)) == []
+    if "4-7;0-3" in kw.get("node_cpus", ""):
+        assert e.args["node_cpus"] == "0-3;4-7"
 
 
 def test_a_synthetic_machine_is_expressed_with_its_run_options():
@@ -158,8 +173,13 @@ def test_the_hwloc_collection_report():
     assert len(t) == 47
     exact = t[t["exact"]]
     assert (exact["reason"] == "").all() and (t[~t["exact"]]["reason"] != "").all()
-    assert len(exact) == 11
-    assert {"16amd64-8n2c", "fakecpuid1f-64intel64-2p4d2n2c2t"} <= set(exact["machine"])
+    assert len(exact) == 9
+    assert "16amd64-8n2c" in set(exact["machine"])
+    # the guest kernel numbers nodes by first CPU and reports one die per
+    # package (seen on the matrix's boots, data/lab/sweep/book): not exact
+    why = dict(zip(t["machine"], t["reason"]))
+    assert why["16amd64-4distances"].startswith("guest differs: node 0 CPUs 2-3 vs 0-1")
+    assert why["fakecpuid1f-64intel64-2p4d2n2c2t"].startswith("guest differs: die masks differ")
     reasons = " ".join(t["reason"])
     for kind in ("CPU numbering", "clusters", "possible but not described",
                  "heterogeneous cores", "vCPUs: more than"):

@@ -54,7 +54,10 @@ def test_the_book_matrix_plans_every_expressible_machine_twice():
     m = load_matrix(BOOK / "matrix.toml", built={"7.2": None, "7.2-rotate": None})
     kernels = {"built:7.2": _built("7.2", "1" * 64), "built:7.2-rotate": _built("7.2-rotate", "1" * 64)}
     tasks, refused = plan_sweep(m, kernels)
-    assert refused == [] and len(m.machines) == 11 and len(tasks) == 22
+    # 11 listed; express now refuses the 2 whose guests differ (node order, dies),
+    # found on these boots: their committed boots are kept and chapter 2 marks them
+    assert len(m.machines) == 11 and len(tasks) == 18
+    assert len(refused) == 2 and all("guest differs" in str(r) for r in refused), refused
     for t in tasks:
         opts = t["args"]["nvme"]
         assert sum(int(o.split("@")[0]) for o in opts) == 6

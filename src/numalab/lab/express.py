@@ -164,27 +164,47 @@ def shape_differences(want: Topology, got: Topology, limit: int = 3) -> list[str
 
 def guest_topology(machine: LabMachine, name: str = "guest") -> Topology:
     """The topology an x86 guest of ``machine`` reports (QEMU 7.2, ``-cpu
-    max``): CPU i in APIC order, each core its own L2 (so its cluster),
-    the L3 over a die, nodes and distances as given (none: 10/20).
+    max``, the lab's Linux 7.2): CPU i in APIC order, each core its own L2
+    (so its cluster), the L3 over a die, and two things the guest kernel does
+    its own way, both seen on real boots (``data/lab/sweep/book``):
+
+    * node ids: QEMU's SRAT lists the CPUs in APIC order before the memory
+      ranges, and x86 Linux gives a proximity domain the next free node id
+      when it first meets it (``acpi_map_pxm_to_node()``), so the guest's
+      nodes are numbered in the order of their first CPU, CPU-less nodes
+      after them (distances permuted alike);
+    * dies: the lab's 7.2 guest reported one die per package for a
+      ``die:2`` machine, so a guest's die is its package.
 
     >>> t = guest_topology(machine_from_text("pack:2 core:2 pu:2"))
     >>> format_cpulist(t.cpus[5].thread_siblings), format_cpulist(t.cpus[5].package_cpus)
     ('4-5', '4-7')
+    >>> t = guest_topology(machine_from_text("pack:1 core:4 pu:1", node_cpus="2-3;0-1"))
+    >>> format_cpulist(t.nodes[0].cpus), format_cpulist(t.nodes[1].cpus)
+    ('0-1', '2-3')
     """
     m = machine
     per_die = m.cores * m.threads
     per_pkg = m.dies * per_die
+    order: list[int] = []
+    for i in range(m.ncpus):                 # SRAT: CPUs first, in APIC order
+        if m.node_of[i] not in order:
+            order.append(m.node_of[i])
+    order += [n for n in range(m.nnodes) if n not in order]
+    new_id = {old: new for new, old in enumerate(order)}
     cpus = {}
     for i in range(m.ncpus):
         sib = _block(i, m.threads)
-        cpus[i] = CPU(id=i, node=m.node_of[i], package=i // per_pkg,
-                      die=(i % per_pkg) // per_die, core=(i % per_die) // m.threads,
-                      thread_siblings=sib, cluster_cpus=sib, die_cpus=_block(i, per_die),
+        cpus[i] = CPU(id=i, node=new_id[m.node_of[i]], package=i // per_pkg, die=0,
+                      core=(i % per_die) // m.threads,
+                      thread_siblings=sib, cluster_cpus=sib, die_cpus=_block(i, per_pkg),
                       package_cpus=_block(i, per_pkg), llc_cpus=_block(i, per_die),
                       l2_cpus=sib, cluster_source="l2")
-    nodes = {n: Node(id=n, cpus=m.node_cpus(n),
-                     memory_bytes=m.memory_mib[n] << 20) for n in range(m.nnodes)}
-    dist = [list(r) for r in m.distances] if m.distances else []
+    nodes = {new_id[n]: Node(id=new_id[n], cpus=m.node_cpus(n),
+                             memory_bytes=m.memory_mib[n] << 20) for n in range(m.nnodes)}
+    nodes = dict(sorted(nodes.items()))
+    dist = ([[m.distances[order[a]][order[b]] for b in range(m.nnodes)] for a in range(m.nnodes)]
+            if m.distances else [])
     every = (1 << m.ncpus) - 1
     return Topology(name=name, source=name, arch="x86", possible=every, present=every,
                     online=every, cpus=cpus, nodes=nodes, distances=dist)
