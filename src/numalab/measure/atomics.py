@@ -1124,9 +1124,12 @@ def _med_range(values: list[float], digits: int = 1) -> str:
 COMPARED = (("one thread, no work: refcount_t get (ns)", 1, 0, "refcount_t get", "ns"),
             ("one thread, no work: per-CPU add (ns)", 1, 0, "percpu add", "ns"),
             ("two threads, 40 ns work: refcount_t get (M/s)", 2, 40, "refcount_t get", "mops"),
+            ("two threads, 40 ns work: refcount_t put (M/s)", 2, 40, "refcount_t put", "mops"),
+            ("two threads, 40 ns work: refcount_t split (M/s)", 2, 40, "refcount_t split", "mops"),
             ("two threads, 40 ns work: per-CPU add (M/s)", 2, 40, "percpu add", "mops"),
             ("two threads, 150 ns work: refcount_t get (M/s)", 2, 150, "refcount_t get", "mops"),
             ("two threads, 150 ns work: refcount_t put (M/s)", 2, 150, "refcount_t put", "mops"),
+            ("two threads, 150 ns work: refcount_t split (M/s)", 2, 150, "refcount_t split", "mops"),
             ("two threads, 150 ns work: per-CPU add (M/s)", 2, 150, "percpu add", "mops"))
 
 
@@ -1134,8 +1137,9 @@ def compare_sets(sets: dict[str, dict]):
     """Stored run sets side by side: one row per quantity, one column per
     set, each cell the median over the set's runs with the lowest and
     highest run in brackets ("116.3 (116.3-151.1)"; a one-run set shows its
-    value; "" where the set lacks the configuration). Rows: runs, load
-    average (one minute, before and after every run), round trip (ns,
+    value with its trials' range, "31.1 (30.6-32.4 trials)"; "" where the
+    set lacks the configuration). The run count belongs in the caller's
+    column labels. Rows: load average (one minute, before and after every run), round trip (ns,
     median over CPU pairs per run), and the configurations of
     :data:`COMPARED`, each run's value its median over trials.
 
@@ -1145,17 +1149,21 @@ def compare_sets(sets: dict[str, dict]):
     ...          "round_trip_ns": [[None, 100.0], [100.0, None]]}, "refops": {}}]}
     >>> compare_sets({"a": rec}).set_index("quantity").loc["round trip (ns)", "a"]
     '100.0'
+    >>> row = {"threads": 2, "work_ns": 40, "counter": "refcount_t", "op": "get",
+    ...        "ops_per_s": {"median": 31e6, "low": 30e6, "high": 32e6, "n": 10},
+    ...        "accepted": [], "rejected": [], "ns_per_op_per_thread": 1.0}
+    >>> rec["runs"][0]["refops"] = {"rows": [row]}
+    >>> compare_sets({"a": rec}).set_index("quantity").loc["two threads, 40 ns work: refcount_t get (M/s)", "a"]
+    '31.0 (30.0-32.0 trials)'
     """
     import statistics
 
     import pandas as pd
 
-    rows: dict[str, dict[str, str]] = {"runs": {}, "load average (1 min)": {},
-                                       "round trip (ns)": {}}
+    rows: dict[str, dict[str, str]] = {"load average (1 min)": {}, "round trip (ns)": {}}
     rows.update({c[0]: {} for c in COMPARED})
     for name, rec in sets.items():
         rs = runs_of(rec)
-        rows["runs"][name] = str(len(rs))
         loads = [float(v[0]) for r in rs for v in (r.get("loadavg_before"), r.get("loadavg")) if v]
         rows["load average (1 min)"][name] = (
             "" if not loads else f"{min(loads):.2f}" if min(loads) == max(loads)
@@ -1169,9 +1177,13 @@ def compare_sets(sets: dict[str, dict]):
             sel = t[(t["threads"] == threads) & (t["work_ns"] == work) & (t["arm"] == arm)] \
                 if len(t) else t
             vals = list(sel["mops_median"]) if len(sel) else []
-            if unit == "ns":
-                vals = [1e3 * threads / v for v in vals if v > 0]
-            rows[label][name] = _med_range(vals, 2 if unit == "ns" else 1)
+            conv = (lambda v: 1e3 * threads / v) if unit == "ns" else (lambda v: v)  # noqa: E731
+            digits = 2 if unit == "ns" else 1
+            vals = [conv(v) for v in vals if v > 0]
+            rows[label][name] = _med_range(vals, digits)
+            if len(vals) == 1 and len(rs) == 1:     # one run: its trials' range is the spread
+                lo, hi = sorted(conv(v) for v in (sel["mops_low"].iloc[0], sel["mops_high"].iloc[0]))
+                rows[label][name] += f" ({lo:.{digits}f}-{hi:.{digits}f} trials)"
     return pd.DataFrame([{"quantity": q, **{n: v.get(n, "") for n in sets}}
                          for q, v in rows.items()]).assign(role="measured")
 
