@@ -398,3 +398,27 @@ def test_real_tree_check_runs_when_a_tree_is_found(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMALAB_LINUX_7_2", str(tmp_path / "other"))
     with pytest.raises(KF.FactError, match="not a Linux 7.2 tree"):
         KF.find_tree("7.2")
+
+
+def test_the_kill_order_and_the_checks_the_chapter_states_are_recorded():
+    """Review 3: the kill sets DEAD, switches (ATOMIC, its own reference, the
+    callback) and only then puts the initial reference; the fragments' puts
+    run in skb_release_data() after its last-user test."""
+    from numalab.kernel import facts as KF
+    K = KF.load("devmem-7.2")
+    KF.in_order(K, "prc.kill_sets_dead", "prc.kill_switch", "prc.kill_put")
+    KF.in_order(K, "prc.switch_sets_atomic", "prc.switch_own_get", "prc.switch_hurry")
+    KF.in_order(K, "skb.release_data_last_user", "skb.release_data_frag_unref")
+    assert K["facts"]["rcl.saturate_set"].file == "lib/refcount.c"
+
+
+def test_a_phrase_is_found_inside_its_scope_not_first_in_the_file():
+    from numalab.kernel import facts as KF
+    text = ("static void a(void)\n{\n\tx |= FLAG;\n}\n\n/* b's comment */\n"
+            "static void b(void)\n{\n\ty = 1;\n\tx |= FLAG;\n}\n")
+    f = KF.Fact(id="t", kind="phrase", file="f.c", scope="b", name="x |= FLAG;", line=10)
+    assert KF.find(text, f) == 10
+    assert KF.find(text, KF.Fact(id="t", kind="phrase", file="f.c", scope="b", name="b's comment",
+                                 line=6)) == 6
+    assert KF.find(text, KF.Fact(id="t", kind="phrase", file="f.c", scope="", name="x |= FLAG;",
+                                 line=3)) == 3
