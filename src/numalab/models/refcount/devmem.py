@@ -18,9 +18,13 @@ The workload, and every assumption (each is a parameter you can change):
   binding reference per fragment it attaches (``get_netmem()`` ->
   ``net_devmem_get_net_iov()`` -> ``net_devmem_dmabuf_binding_get()``):
   ``gets_per_frag = 1``.
-* **who drops it**: the skb's data is freed after the NIC's TX completion and
-  the peer's ACK, both handled in softirq on the flow's *net CPU*, which
-  calls ``net_devmem_put_net_iov()`` once per fragment: ``puts_per_frag = 1``.
+* **who drops it**: TCP sends a clone and keeps the original on its
+  retransmit queue; ``skb_release_data()`` drops the fragments' references
+  when the later of the two is freed (the clone after the NIC's TX
+  completion, the original at the peer's ACK, usually the later). The model
+  puts that in softirq on the flow's *net CPU* (an assumption: that ACKs
+  land there), which calls ``net_devmem_put_net_iov()`` once per fragment:
+  ``puts_per_frag = 1`` (at least one reference per fragment in the kernel).
   (Some ACKs are processed by the application CPU from the socket backlog
   instead; ``app_put_share`` moves that share of the puts there. Default 0.)
 * **one binding** shared by the 4 flows (one dma-buf bound to the NIC):
@@ -159,8 +163,8 @@ def seed_picked_runs(kperf: dict | None = None, throughput: dict | None = None) 
     """What the cover letter's idle figures rest on: one run per phase,
     picked to match at about 48 GB/s. Per phase: the picked run's load
     (``picked_gbytes_per_s``, the sum of its 4 TX lines / 8), the 5-run
-    mean and spread it was picked from, how many spreads above the mean it
-    lies (``sds_above_mean``), and the TX net CPUs' idle per CPU
+      mean and spread it was picked from, how many published ± above the mean
+    it lies (``sds_above_mean``; the patch does not say what its ± is), and the TX net CPUs' idle per CPU
     (``net_idle``, ``{cpu: %}``) with its mean, lowest and highest.
     All published.
 
@@ -566,7 +570,9 @@ def reproduce(cal: Calibration, kperf: dict | None = None, sc: Scenario = Scenar
       45.31), and the ceiling it comes from: role "fitted", comparison
       "forced by the fit" -- not a prediction: ``transfer_ns`` is fitted at
       that load, where the shared line is nearly always busy, so the ceiling
-      lands on it (:func:`ceiling_follows_load` shows it);
+      lies near it (:func:`ceiling_follows_load` shows it). When the ceiling
+      is above the assumed link rate, the row shows the link rate, role
+      "assumed", with no error;
     * the throughput after: the link rate, role "assumed";
     * percpu_ref's ceiling: computed from the fitted work terms, role
       "fitted", no published figure.
