@@ -134,5 +134,12 @@ def test_bench_comparison_labels_and_inputs():
     assert (df["local"] == "measured").all() and (df["runs"] == 1).all()
     # one run: the measured range is its trials' range
     assert two["measured_low"].iloc[0] == pytest.approx(18.0)
+    # without zero-work rows the local cost is assumed: the given fallback, or the model's default
+    nozero = {**bench, "refops": {**bench["refops"], "rows": bench["refops"]["rows"][1:]}}
+    a = bench_comparison(t, nozero, hold_shares=(0.0,), duration_ns=1e5)
+    b = bench_comparison(t, nozero, hold_shares=(0.0,), duration_ns=1e5, fallback_local_ns=30.0)
+    assert set(a["local"]) == set(b["local"]) == {"assumed"}
+    # a dearer local cost leaves less fitted work per one-thread operation: the predictions differ
+    assert a[a.threads == 2]["model"].iloc[0] != pytest.approx(b[b.threads == 2]["model"].iloc[0])
     with pytest.raises(ValueError):
         bench_comparison(t, {"latency": bench["latency"]})

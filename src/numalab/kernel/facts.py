@@ -26,8 +26,11 @@ Kinds of fact:
 ``discarded_call``  likewise, and that call is a statement of its own: its
             result is ignored;
 ``phrase``  the words ``name`` appear (case-insensitive) on that line of the
-            file, inside the comment block of ``scope`` (used for what a
-            header *says*, such as "no implied RCU grace periods");
+            file: the first such line in function ``scope`` or the comment
+            block above it (from the previous closing brace in column 0);
+            when ``scope`` is no function the file has, the first such line
+            in the file (used for what a header *says*, such as "no implied
+            RCU grace periods");
 ``no_comment``  without ``name``: function ``scope`` contains no comment and
             no comment ends on the line above it (line: its first line); with
             ``name``: no comment sits on, or ends right above, the first call
@@ -161,9 +164,17 @@ def body(text: str, scope: str, kind: str = "function") -> tuple[int, list[str]]
 def find(text: str, fact: Fact) -> int | None:
     """Where ``fact`` holds in C source ``text`` (1-based line), or None."""
     if fact.kind == "phrase":
-        words = fact.name.lower().split()
-        for n, line in enumerate(text.splitlines(), 1):
-            if " ".join(line.lower().split()).find(" ".join(words)) >= 0:
+        words = " ".join(fact.name.lower().split())
+        all_lines = text.splitlines()
+        lo, hi = 1, len(all_lines)
+        found = body(text, fact.scope, "function") if fact.scope else None
+        if found is not None:           # the function and the comment block above it
+            first, lines = found
+            lo, hi = first, first + len(lines) - 1
+            while lo > 1 and not all_lines[lo - 2].startswith("}"):
+                lo -= 1
+        for n in range(lo, hi + 1):
+            if " ".join(all_lines[n - 1].lower().split()).find(words) >= 0:
                 return n
         return None
     found = body(text, fact.scope, "struct" if fact.kind == "member" else "function")

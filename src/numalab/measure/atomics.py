@@ -930,10 +930,12 @@ def runs_table(record: dict):
 def load_gate(record: dict, cpus: int) -> dict:
     """Whether a benchmark record ran quietly enough to show contention.
 
-    Two threads on two CPUs only contend while both run; when the one-minute
-    load average reaches the CPU count, other tasks take turns on those CPUs
-    and the threads often do not run together (an overlap check that sees
-    only long gaps cannot tell). Returns ``max_load`` (highest load average
+    A precaution, not an explanation of any run: two threads on two CPUs
+    only contend while both run, and when the one-minute load average
+    reaches the CPU count other tasks may take turns on those CPUs without
+    the overlap check (which sees only long gaps) noticing. Whether they did
+    is not known; :func:`run_groups` shows that the stored runs split by
+    something the load average does not see. Returns ``max_load`` (highest load average
     recorded before or after any run; NaN when none), ``cpus`` and
     ``verdict``: "quiet" (max_load < cpus), "too loaded to show contention"
     or "load not recorded". Only a "quiet" record may enter a conclusion or
@@ -953,6 +955,71 @@ def load_gate(record: dict, cpus: int) -> dict:
     top = max(loads)
     return {"max_load": top, "cpus": cpus,
             "verdict": "quiet" if top < cpus else "too loaded to show contention"}
+
+
+#: The two groups :func:`run_groups` names: the shared counter's two-thread
+#: rate high or low relative to two threads of per-CPU adds.
+GROUPS = ("shared counter fast", "shared counter slow")
+
+
+def run_groups(records: dict[str, dict], work_ns: float | None = None,
+               arm: str = "refcount_t get"):
+    """Every run of several one-set records, classed by how fast two threads
+    on one shared counter ran relative to two threads of per-CPU adds.
+
+    ``records``: ``{run set name: one-set record}`` (:func:`run_sets`), all of
+    one machine. ``work_ns``: the work level compared (default: the lowest
+    non-zero one the runs have). For each run with both configurations,
+    ``ratio`` = ``arm``'s two-thread median rate / the per-CPU add's. Sorted
+    by ratio, the runs are cut at the largest gap between neighbours (in
+    log ratio); the split counts (``split`` True) when that gap is larger
+    than twice the widest group's own log range and than log(1.25). Then
+    ``group`` is :data:`GROUPS`' first name above the gap, its second below;
+    else every run is in the first group. Role: measured.
+
+    DataFrame: ``record``, ``run``, ``max_load`` (highest one-minute load
+    before or after the run), ``ratio``, ``group``, ``split`` (same for every
+    row), ``shared`` and ``percpu`` (the two rates, M ops/s).
+
+    >>> row = lambda c, op, m: {"threads": 2, "work_ns": 40, "counter": c, "op": op,
+    ...     "ops_per_s": {"median": m, "low": m, "high": m, "n": 10},
+    ...     "accepted": [], "rejected": [], "ns_per_op_per_thread": 1.0}
+    >>> run = lambda g: {"loadavg": [0.1], "refops": {"rows": [row("refcount_t", "get", g),
+    ...                                                       row("percpu", "get", 50e6)]}}
+    >>> g = run_groups({"q": {"runs": [run(32e6), run(33e6), run(17e6), run(31e6)]}})
+    >>> g["group"].tolist(), bool(g["split"].iloc[0])
+    (['shared counter fast', 'shared counter fast', 'shared counter slow', 'shared counter fast'], True)
+    """
+    import math
+
+    import pandas as pd
+
+    rows = []
+    for name, rec in records.items():
+        t = runs_table(rec)
+        t = t[(t["threads"] == 2) & (t["trials"] > 0)]
+        w = work_ns if work_ns is not None else min((x for x in t["work_ns"] if x > 0), default=None)
+        for i, r in enumerate(runs_of(rec), 1):
+            sel = t[(t["run"] == i) & (t["work_ns"] == w)].set_index("arm")["mops_median"]
+            if arm not in sel.index or "percpu add" not in sel.index:
+                continue
+            loads = [float(v[0]) for v in (r.get("loadavg_before"), r.get("loadavg")) if v]
+            rows.append({"record": name, "run": i, "max_load": max(loads) if loads else float("nan"),
+                         "work_ns": w, "ratio": float(sel[arm] / sel["percpu add"]),
+                         "shared": float(sel[arm]), "percpu": float(sel["percpu add"])})
+    out = pd.DataFrame(rows, columns=["record", "run", "max_load", "work_ns", "ratio", "shared", "percpu"])
+    out["group"], out["split"] = GROUPS[0], False
+    if len(out) < 2:
+        return out
+    logs = sorted(math.log(x) for x in out["ratio"])
+    gaps = [b - a for a, b in zip(logs, logs[1:])]
+    k = max(range(len(gaps)), key=gaps.__getitem__)
+    widest = max(logs[k] - logs[0], logs[-1] - logs[k + 1])
+    if gaps[k] > max(2 * widest, math.log(1.25)):
+        cut = math.exp((logs[k] + logs[k + 1]) / 2)
+        out["group"] = [GROUPS[0] if x > cut else GROUPS[1] for x in out["ratio"]]
+        out["split"] = True
+    return out
 
 
 def dump_cpu_model(source: str) -> str:
@@ -1057,9 +1124,12 @@ def _med_range(values: list[float], digits: int = 1) -> str:
 COMPARED = (("one thread, no work: refcount_t get (ns)", 1, 0, "refcount_t get", "ns"),
             ("one thread, no work: per-CPU add (ns)", 1, 0, "percpu add", "ns"),
             ("two threads, 40 ns work: refcount_t get (M/s)", 2, 40, "refcount_t get", "mops"),
+            ("two threads, 40 ns work: refcount_t put (M/s)", 2, 40, "refcount_t put", "mops"),
+            ("two threads, 40 ns work: refcount_t split (M/s)", 2, 40, "refcount_t split", "mops"),
             ("two threads, 40 ns work: per-CPU add (M/s)", 2, 40, "percpu add", "mops"),
             ("two threads, 150 ns work: refcount_t get (M/s)", 2, 150, "refcount_t get", "mops"),
             ("two threads, 150 ns work: refcount_t put (M/s)", 2, 150, "refcount_t put", "mops"),
+            ("two threads, 150 ns work: refcount_t split (M/s)", 2, 150, "refcount_t split", "mops"),
             ("two threads, 150 ns work: per-CPU add (M/s)", 2, 150, "percpu add", "mops"))
 
 
@@ -1067,8 +1137,9 @@ def compare_sets(sets: dict[str, dict]):
     """Stored run sets side by side: one row per quantity, one column per
     set, each cell the median over the set's runs with the lowest and
     highest run in brackets ("116.3 (116.3-151.1)"; a one-run set shows its
-    value; "" where the set lacks the configuration). Rows: runs, load
-    average (one minute, before and after every run), round trip (ns,
+    value with its trials' range, "31.1 (30.6-32.4 trials)"; "" where the
+    set lacks the configuration). The run count belongs in the caller's
+    column labels. Rows: load average (one minute, before and after every run), round trip (ns,
     median over CPU pairs per run), and the configurations of
     :data:`COMPARED`, each run's value its median over trials.
 
@@ -1078,17 +1149,21 @@ def compare_sets(sets: dict[str, dict]):
     ...          "round_trip_ns": [[None, 100.0], [100.0, None]]}, "refops": {}}]}
     >>> compare_sets({"a": rec}).set_index("quantity").loc["round trip (ns)", "a"]
     '100.0'
+    >>> row = {"threads": 2, "work_ns": 40, "counter": "refcount_t", "op": "get",
+    ...        "ops_per_s": {"median": 31e6, "low": 30e6, "high": 32e6, "n": 10},
+    ...        "accepted": [], "rejected": [], "ns_per_op_per_thread": 1.0}
+    >>> rec["runs"][0]["refops"] = {"rows": [row]}
+    >>> compare_sets({"a": rec}).set_index("quantity").loc["two threads, 40 ns work: refcount_t get (M/s)", "a"]
+    '31.0 (30.0-32.0 trials)'
     """
     import statistics
 
     import pandas as pd
 
-    rows: dict[str, dict[str, str]] = {"runs": {}, "load average (1 min)": {},
-                                       "round trip (ns)": {}}
+    rows: dict[str, dict[str, str]] = {"load average (1 min)": {}, "round trip (ns)": {}}
     rows.update({c[0]: {} for c in COMPARED})
     for name, rec in sets.items():
         rs = runs_of(rec)
-        rows["runs"][name] = str(len(rs))
         loads = [float(v[0]) for r in rs for v in (r.get("loadavg_before"), r.get("loadavg")) if v]
         rows["load average (1 min)"][name] = (
             "" if not loads else f"{min(loads):.2f}" if min(loads) == max(loads)
@@ -1102,9 +1177,13 @@ def compare_sets(sets: dict[str, dict]):
             sel = t[(t["threads"] == threads) & (t["work_ns"] == work) & (t["arm"] == arm)] \
                 if len(t) else t
             vals = list(sel["mops_median"]) if len(sel) else []
-            if unit == "ns":
-                vals = [1e3 * threads / v for v in vals if v > 0]
-            rows[label][name] = _med_range(vals, 2 if unit == "ns" else 1)
+            conv = (lambda v: 1e3 * threads / v) if unit == "ns" else (lambda v: v)  # noqa: E731
+            digits = 2 if unit == "ns" else 1
+            vals = [conv(v) for v in vals if v > 0]
+            rows[label][name] = _med_range(vals, digits)
+            if len(vals) == 1 and len(rs) == 1:     # one run: its trials' range is the spread
+                lo, hi = sorted(conv(v) for v in (sel["mops_low"].iloc[0], sel["mops_high"].iloc[0]))
+                rows[label][name] += f" ({lo:.{digits}f}-{hi:.{digits}f} trials)"
     return pd.DataFrame([{"quantity": q, **{n: v.get(n, "") for n in sets}}
                          for q, v in rows.items()]).assign(role="measured")
 

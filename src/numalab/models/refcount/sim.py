@@ -397,7 +397,8 @@ def sweep_flows(topo: Topology, placements: dict[str, list[int]], flows: list[in
 
 
 def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...] = (0.0, 0.5, 1.0),
-                     seeds: tuple[int, ...] = tuple(range(5)), duration_ns: float = 2e5):
+                     seeds: tuple[int, ...] = tuple(range(5)), duration_ns: float = 2e5,
+                     fallback_local_ns: float | None = None):
     """:func:`simulate` against the ``refops`` benchmark of ``bench`` (a
     ``numalab bench atomics`` record measured on ``topo``), thread count by
     thread count, operation by operation.
@@ -415,8 +416,10 @@ def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...]
     A record with several runs (``collect --bench``) is read as the median
     over runs, its range the lowest and highest run median; round trips are
     the median over runs. Each arm's local cost comes from its zero-work
-    row when the record has one (``local`` "measured"), else it is the
-    assumed ``Latencies().op_local_ns`` (``local`` "assumed").
+    row when the record has one (``local`` "measured"), else it is
+    ``fallback_local_ns`` when given (e.g. the same machine's cost from
+    another run set), else ``Latencies().op_local_ns``; either way ``local``
+    is "assumed".
 
     DataFrame: threads, work_ns, arm, measured (median Mops/s), measured_low,
     measured_high (the runs' range; one run: its trials' range), runs, hold_share, model (median Mops/s over
@@ -443,8 +446,10 @@ def bench_comparison(topo: Topology, bench: dict, hold_shares: tuple[float, ...]
     lat = Latencies.from_round_trips({"latency": median_latency(bench)}, topo)
     one = tab[tab["threads"] == 1].set_index(["arm", "work_ns"])["ns_per_op_per_thread"]
 
+    fallback = lat.op_local_ns if fallback_local_ns is None else float(fallback_local_ns)
+
     def local_of(arm: str) -> float:
-        return float(one.get((arm, 0), lat.op_local_ns))
+        return float(one.get((arm, 0), fallback))
 
     def op_arm(arm: str, index: int) -> str:
         if arm == "refcount_t split":
