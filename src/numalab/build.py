@@ -670,12 +670,53 @@ def _stop_workers(jobs: list[Job]) -> None:
             j.proc.wait()
 
 
+DURATIONS = "durations.json"     # the last execution time of each notebook, in the cache
+
+
+def run_order(stems: list[str], seconds: dict[str, float]) -> list[str]:
+    """The order notebooks start in: chapter pages before evidence pages
+    (an evidence page often asks for what its chapter computes, and then finds
+    it in a cache instead of waiting on it), each group longest first by the
+    last build's times (unknown ones first, in the given order).
+
+    >>> run_order(["01-a", "01-a-evidence", "02-b", "02-b-evidence"],
+    ...           {"01-a": 5, "02-b": 30, "01-a-evidence": 40})
+    ['02-b', '01-a', '02-b-evidence', '01-a-evidence']
+    """
+    index = {s: i for i, s in enumerate(stems)}
+    return sorted(stems, key=lambda s: (evidence_of(s) is not None,
+                                        -seconds.get(s, float("inf")), index[s]))
+
+
+def _durations(project: Project) -> dict[str, float]:
+    try:
+        d = json.loads((project.cache / DURATIONS).read_text())
+        return {str(k): float(v) for k, v in d.items()} if isinstance(d, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _record_durations(project: Project, done: list[Job]) -> None:
+    d = _durations(project)
+    d.update({j.stem: round(j.seconds, 2) for j in done if j.status == "done"})
+    try:
+        project.cache.mkdir(parents=True, exist_ok=True)
+        tmp = project.cache / f"{DURATIONS}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(d, sort_keys=True))
+        os.replace(tmp, project.cache / DURATIONS)
+    except OSError:
+        pass                      # only an ordering hint
+
+
 def _run_jobs(todo: list[Job], jobs: int, project: Project, say: Callable[[str], None]) -> None:
-    """Execute ``todo`` with at most ``jobs`` workers, reporting each."""
+    """Execute ``todo`` with at most ``jobs`` workers (in :func:`run_order`),
+    reporting each."""
     tmp_root = project.cache / "tmp"
     tmp_root.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix=f"run-{os.getpid()}-", dir=tmp_root))
-    queue, running = list(todo), []
+    by_stem = {j.stem: j for j in todo}
+    queue = [by_stem[s] for s in run_order([j.stem for j in todo], _durations(project))]
+    running: list[Job] = []
     try:
         while queue or running:
             while queue and len(running) < jobs:
@@ -699,6 +740,7 @@ def _run_jobs(todo: list[Job], jobs: int, project: Project, say: Callable[[str],
         raise
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
+        _record_durations(project, todo)
 
 
 def _vega_bundle(project: Project) -> bytes:
