@@ -1247,7 +1247,7 @@ def build_lab_cases() -> list[LabCase]:
         sweep("sweep-layout-garbage", "an NVMe layout without queues",
               GOOD.replace('"3@0:8"', '"3@0"'),
               f"{M2}: nvme[0]: \"3@0\": expected N@NODE:QUEUES options separated by spaces "
-              "(3@0:8 3@1:8) or per-node:N[:QUEUES]"),
+              "(3@0:8 3@1:8), per-node:N[:QUEUES] or spread:N:Q/C"),
         sweep("sweep-layout-queues", "per-node with 999 I/O queues",
               GOOD.replace('"3@0:8"', '"per-node:1:999"'),
               f"{M2}: nvme[0]: \"per-node:1:999\": 1 to 128 I/O queues"),
