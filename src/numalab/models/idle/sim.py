@@ -398,14 +398,22 @@ def sched_ext_capable(topo: Topology) -> tuple[bool, str]:
 
 
 def arch_unknown(topo: Topology) -> bool:
-    """Whether a machine's architecture is unknown (no cpuinfo, nothing in
-    its name): :func:`sched_ext_capable` then assumes it can run sched_ext.
+    """Whether a machine's architecture is unknown (no cpuinfo, and no
+    architecture in its hwloc name such as ``amd64``, ``intel64``, ``em64t``,
+    ``ia64``): :func:`sched_ext_capable` then assumes it can run sched_ext.
 
     >>> from numalab.topology.synthetic import from_synthetic
     >>> arch_unknown(from_synthetic("numa:2 core:2").replace(arch="x86_64"))
     False
+    >>> t = from_synthetic("numa:2 core:2").replace(arch="unknown")
+    >>> arch_unknown(t.replace(name="8intel64-4n2t-memattrs")), arch_unknown(t.replace(name="fakeheterocpunuma"))
+    (False, True)
     """
-    return topo.arch in ("unknown", "", None) and sched_ext_capable(topo)[0]
+    if topo.arch not in ("unknown", "", None):
+        return False
+    if re.search(r"amd64|intel64|em64t|x86|ia64|itanium", topo.name or "", re.I):
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------
