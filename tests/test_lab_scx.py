@@ -15,11 +15,12 @@ from numalab.lab import LabError
 from numalab.lab.initramfs import InitConfig, init_script
 from numalab.lab.scx import (CLAIM_SITES, claim_site_name, init_section,
                              parse_scx_trace, parse_workload, port_masks, port_pick,
-                             probe_lines, read_scx)
+                             probe_lines, read_scx, scx_dumps, dump_name, run_row,
+                             compare_ranges)
 from numalab.lab.scxbuild import member_offset, parse_btf_raw
 
 LAB = Path(__file__).resolve().parents[1] / "data" / "lab"
-DUMPS = sorted((LAB / "scx").glob("lab-7.2-scx-*.tar.bz2"))
+DUMPS = scx_dumps(LAB / "scx")            # run 1 of each and the repeats/ runs
 OFFS = {"TASK_PID": 2808, "TASK_FLAGS": 44, "TASK_NR_CPUS_ALLOWED": 1368, "TASK_CPUS_PTR": 1376,
         "RQ_CPU": 3880, "RQ_CURR": 24, "RQ_SCX_LOCAL_DSQ_NR": 2592, "SCX_IDLE_CPUS_SMT": 8}
 
@@ -137,6 +138,45 @@ def test_committed_scx_dumps_exist():
     for mode in ("flat", "pernode"):
         assert f"lab-7.2-scx-{mode}-16cpu-2n.tar.bz2" in names
         assert f"lab-7.2-scx-{mode}-12cpu-4n-uneven.tar.bz2" in names
+
+
+def test_repeats_are_committed_and_ran_the_same_command():
+    """Chapter 4's ranges come from committed dumps only: each guest and mode
+    has three runs, numbered 1..3, and every repeat's recorded command is run
+    1's with only the output name changed."""
+    from numalab.lab.oracle import reproduce
+    runs: dict = {}
+    for p in DUMPS:
+        machine, mode, k = dump_name(p)
+        runs.setdefault((machine, mode), {})[k] = p
+    assert set(runs) == {(m, md) for m in ("16cpu-2n", "12cpu-4n-uneven") for md in ("flat", "pernode")}
+    for key, by_run in runs.items():
+        assert sorted(by_run) == [1, 2, 3], key
+        first = reproduce(by_run[1])[-1].split(" -o ")[0]
+        for k in (2, 3):
+            cmd = reproduce(by_run[k])[-1]
+            assert cmd.split(" -o ")[0].replace("'", '"') == first.replace("'", '"'), (key, k)
+            assert cmd.endswith(f"-run{k}.tar.bz2")
+
+
+def test_run_row_counts_a_committed_dump():
+    p = LAB / "scx" / "lab-7.2-scx-flat-16cpu-2n.tar.bz2"
+    r = read_scx(p)
+    row = run_row(p, r)
+    c = r.counts()
+    assert (row["machine"], row["masks"], row["run"]) == ("16cpu-2n", "flat", 1)
+    assert row["wakeups"] == len(r.selects) == c["select_calls"]
+    assert row["claims that won a CPU %"] == pytest.approx(100 * c["claims_won"] / c["claims"])
+    assert row["node walks"] == 0
+
+
+def test_compare_ranges():
+    assert compare_ranges([1, 2, 3], [2.5, 4]) == "overlap"
+    assert compare_ranges([1, 2], [3, 4]) == "higher"
+    assert compare_ranges([3, 4], [1, 2]) == "lower"
+    assert compare_ranges([3], [1, 2]) == "one run"
+    with pytest.raises(LabError):
+        dump_name("lab-7.2-flat-16cpu-2n.tar.bz2")
 
 
 @pytest.fixture(scope="module", params=DUMPS, ids=[p.name for p in DUMPS])
@@ -305,8 +345,9 @@ def test_cli_refuses_in_one_line_and_shows_counts(capsys):
 
 
 def test_repeats_table_starts_with_the_committed_runs():
-    """data/lab/scx/repeats.toml (read by chapter 4) lists the committed
-    16-vCPU dumps as run 1: its counts must be theirs."""
+    """data/lab/scx/repeats.toml (shown on chapter 4's evidence page as
+    "recorded by hand, dumps not kept") lists the committed 16-vCPU dumps as
+    run 1: its counts must be theirs."""
     import tomllib
     from numalab import datasets as ds
     from numalab.lab.scx import read_scx

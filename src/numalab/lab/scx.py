@@ -38,7 +38,8 @@ from . import LabError
 
 __all__ = ["FORMAT", "MODES", "WORKLOADS", "parse_workload", "probe_lines", "init_section",
            "Select", "Update", "Workload", "ScxRun", "parse_scx_trace", "read_scx",
-           "WF_FORK", "WF_TTWU", "WF_SYNC", "PF_IDLE", "EBUSY", "MAX_CPUS"]
+           "WF_FORK", "WF_TTWU", "WF_SYNC", "PF_IDLE", "EBUSY", "MAX_CPUS",
+           "dump_name", "scx_dumps", "run_row", "compare_ranges"]
 
 FORMAT = "numalab-scx/1"
 MODES = ("flat", "pernode")
@@ -699,3 +700,69 @@ def port_update(m, before: dict[int, tuple[int, int]], u: Update) -> dict[int, t
     port.__scx_update_idle(m, u.cpu, u.idle, u.notify, u.curr_is_idle)
     pairs = {-1: m.global_masks} if not m.per_node else dict(m.node_masks)
     return {n: (p.cpu.bits, p.smt.bits) for n, p in pairs.items()}
+
+
+# -- the committed runs and their repeats ------------------------------------------------------
+
+_RUN = re.compile(r"^lab-[\w.]+-scx-(flat|pernode)-(.+?)(?:-run(\d+))?\.tar\.bz2$")
+
+
+def dump_name(path) -> tuple[str, str, int]:
+    """``(machine, mode, run)`` of a committed sched_ext dump's file name:
+    ``lab-7.2-scx-MODE-MACHINE.tar.bz2`` is run 1, ``...-MACHINE-runN.tar.bz2``
+    run N (data/lab/scx/repeats/). Raises LabError for any other name.
+
+    >>> dump_name("data/lab/scx/lab-7.2-scx-pernode-12cpu-4n-uneven.tar.bz2")
+    ('12cpu-4n-uneven', 'pernode', 1)
+    >>> dump_name("lab-7.2-scx-flat-16cpu-2n-run3.tar.bz2")
+    ('16cpu-2n', 'flat', 3)
+    """
+    name = str(path).rsplit("/", 1)[-1]
+    m = _RUN.match(name)
+    if not m:
+        raise LabError(f"{name}: not a sched_ext dump name (lab-K-scx-MODE-MACHINE[-runN].tar.bz2)")
+    return m.group(2), m.group(1), int(m.group(3) or 1)
+
+
+def scx_dumps(scx_dir) -> list:
+    """The committed sched_ext dumps under ``scx_dir`` (``*.tar.bz2``: run 1 of
+    each machine and mode; ``repeats/*.tar.bz2``: later runs, same commands),
+    sorted by machine, mode and run."""
+    from pathlib import Path
+    d = Path(scx_dir)
+    paths = list(d.glob("lab-*-scx-*.tar.bz2")) + list((d / "repeats").glob("lab-*-scx-*.tar.bz2"))
+    return sorted(paths, key=dump_name)
+
+
+def run_row(path, run: ScxRun) -> dict:
+    """One committed run's headline counts: machine, masks, run, wakeups,
+    claims per wakeup, the share of claims that won a CPU (%), node walks,
+    picks off ``prev_cpu``'s node (% of idle picks)."""
+    machine, mode, k = dump_name(path)
+    c, n = run.counts(), len(run.selects)
+    return {"machine": machine, "masks": mode, "run": k, "wakeups": n,
+            "claims per wakeup": c["claims"] / max(n, 1),
+            "claims that won a CPU %": 100 * c["claims_won"] / max(c["claims"], 1),
+            "node walks": c.get("node_walks", 0),
+            "picks off prev_cpu's node %": 100 * c.get("picks_off_prev_node", 0)
+            / max(c.get("select_idle_picks", 0), 1)}
+
+
+def compare_ranges(flat: list[float], pernode: list[float]) -> str:
+    """How per-node runs' values stand against flat runs' values:
+    ``"overlap"`` when the ranges share a point, ``"higher"``/``"lower"`` when
+    every per-node run is above/below every flat run, ``"one run"`` when either
+    mode has a single run (one run each cannot rank the modes).
+
+    >>> compare_ranges([31, 34, 46], [42, 50, 59])
+    'overlap'
+    >>> compare_ranges([30, 32], [40, 41])
+    'higher'
+    >>> compare_ranges([53], [29])
+    'one run'
+    """
+    if len(flat) < 2 or len(pernode) < 2:
+        return "one run"
+    if max(min(flat), min(pernode)) <= min(max(flat), max(pernode)):
+        return "overlap"
+    return "higher" if min(pernode) > max(flat) else "lower"

@@ -76,6 +76,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import os
+import re
 import pickle
 from collections import deque
 from dataclasses import asdict, dataclass, field, replace
@@ -378,10 +379,41 @@ def sched_ext_capable(topo: Topology) -> tuple[bool, str]:
     (False, 'IA-64 left Linux in 6.7, before sched_ext (6.12)')
     >>> sched_ext_capable(from_synthetic("numa:2 core:2"))[0]
     True
+
+    A dump without ``/proc/cpuinfo`` has arch "unknown"; its hwloc name
+    (``8ia64-2n2s2c``: the name hwloc's test suite gives it, and its console's
+    128-byte-line 9 MiB L3 says Itanium) gives the architecture then:
+
+    >>> from numalab import datasets as ds
+    >>> from numalab.topology import load
+    >>> t = load(ds.repo_root() / "data/hwloc/linux/8ia64-2n2s2c.tar.bz2")
+    >>> t.arch, sched_ext_capable(t)
+    ('unknown', (False, 'IA-64 (from its name; no cpuinfo) left Linux in 6.7, before sched_ext (6.12)'))
     """
     if topo.arch == "ia64":
         return False, "IA-64 left Linux in 6.7, before sched_ext (6.12)"
+    if topo.arch in ("unknown", "", None) and re.search(r"ia64|itanium", topo.name or "", re.I):
+        return False, "IA-64 (from its name; no cpuinfo) left Linux in 6.7, before sched_ext (6.12)"
     return True, ""
+
+
+def arch_unknown(topo: Topology) -> bool:
+    """Whether a machine's architecture is unknown (no cpuinfo, and no
+    architecture in its hwloc name such as ``amd64``, ``intel64``, ``em64t``,
+    ``ia64``): :func:`sched_ext_capable` then assumes it can run sched_ext.
+
+    >>> from numalab.topology.synthetic import from_synthetic
+    >>> arch_unknown(from_synthetic("numa:2 core:2").replace(arch="x86_64"))
+    False
+    >>> t = from_synthetic("numa:2 core:2").replace(arch="unknown")
+    >>> arch_unknown(t.replace(name="8intel64-4n2t-memattrs")), arch_unknown(t.replace(name="fakeheterocpunuma"))
+    (False, True)
+    """
+    if topo.arch not in ("unknown", "", None):
+        return False
+    if re.search(r"amd64|intel64|em64t|x86|ia64|itanium", topo.name or "", re.I):
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------
@@ -978,8 +1010,8 @@ def node_walk_table(topo: Topology, max_nodes_visited: int | None = None):
 #: The model's assumed inputs: (low, high, why). A sensitivity table spans
 #: each range; none of these is measured on the machines the chapter models.
 ASSUMED_RANGES: dict[str, tuple[Any, Any, str]] = {
-    "load": (0.6, 0.95, "fraction of time a build job runs; measured where a dump has the "
-                        "build measurement"),
+    "load": (0.6, 0.95, "fraction of time a build job runs (a real build's jobs also wait on "
+                        "I/O and on make); the book's synthetic build runs above this range"),
     "tasks_per_cpu": (1.0, 2.0, "make -j$(nproc) starts one job per CPU; more with nested makes"),
     "waker_local": (0.5, 1.0, "how often the waker runs on the wakee's node (make and the "
                               "compiler wake each other through pipes)"),
