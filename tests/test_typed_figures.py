@@ -50,8 +50,6 @@ PUBLISHED_QUOTES = {
     ("book/intro.md", "4 %"): "003",
     ("book/intro.md", "1.5"): "003",
     ("book/reviewers-guide.md", "1.5"): "003",
-    ("notebooks/04-idle-masks.ipynb", "4 %"): "003",
-    ("notebooks/04-idle-masks.ipynb", "1.5"): "003",
     ("book/intro.md", "11 %"): "004",
     ("book/intro.md", "5 %"): "004",
     ("book/intro.md", "12 %"): "004",
