@@ -22,12 +22,10 @@ test instead of the CI job. The whole file takes about a minute on a
 from __future__ import annotations
 
 import bz2
-import contextlib
 import io
 import json
 import os
 import re
-import signal
 import tarfile
 import tempfile
 from pathlib import Path
@@ -44,35 +42,23 @@ from numalab.topology.hwloc_xml import parse_xml
 from numalab.topology.lscpu import parse_lscpu
 from numalab.topology.synthetic import from_synthetic
 
+from conftest import deadline
+
 FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-@contextlib.contextmanager
-def time_limit(seconds: int = 10):
-    """Fail (instead of hanging) when a reader runs longer than ``seconds``."""
-    def alarm(signum, frame):
-        raise TimeoutError(f"reader still running after {seconds} s")
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def accept_or_refuse(read):
     """Run ``read()``: a NumalabError is a fine answer; a Topology must
     print. Anything else propagates and fails the test."""
     try:
-        with time_limit():
+        with deadline("a reader", 10):
             topo = read()
     except NumalabError as e:
         # the CLI prints it as one line
         assert str(e) and "\n" not in str(e), repr(str(e))
         return None
-    with time_limit():
+    with deadline("a reader", 10):
         topo.validate(allow_asymmetric=True)
         render(topo)
         json.dumps(topo.to_dict())
