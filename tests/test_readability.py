@@ -103,6 +103,52 @@ def test_page_word_limit_fails_on_a_chapter_page_only(tmp_path):
     assert not rd.check_notebook(_nb(tmp_path, cells, "09-x-evidence.ipynb")).problems
 
 
+# -- the built page: every word a reader meets --------------------------------
+
+def _page(tmp_path: Path, body: str, name: str = "09-x.html") -> Path:
+    p = tmp_path / name
+    p.write_text(f"<html><body><nav>menu words</nav><article class='bd-article'>{body}"
+                 "</article></body></html>", encoding="utf-8")
+    return p
+
+
+def test_built_page_counts_dropdowns_tables_and_outputs_not_code(tmp_path):
+    body = ("<p>one two three</p>"
+            "<details><summary>More here</summary><p>four five</p></details>"
+            "<table><tr><th>wait (ms)</th></tr><tr><td>6</td></tr></table>"
+            "<div class='cell_input'><pre>x = 1 + 2 + 3</pre></div>"
+            "<div class='cell_output'><p>Generated words.</p></div>"
+            "<script>var hidden = 1;</script>")
+    rep = rd.check_html(_page(tmp_path, body))
+    # 3 + 2 (summary) + 2 + 3 (table) + 2, not the code, the script or the nav
+    assert rep.words == 12 and not rep.problems
+
+
+def test_built_page_over_the_limit_fails_on_a_chapter_page_only(tmp_path):
+    body = "<div class='cell_output'><table><tr><td>" + "n " * rd.MAX_PAGE_WORDS + \
+        "</td></tr></table></div><p>One more.</p>"
+    assert rd.check_html(_page(tmp_path, body)).problems
+    assert not rd.check_html(_page(tmp_path, body, "09-x-evidence.html")).problems
+    assert not rd.check_html(_page(tmp_path, body, "reviewers-guide.html")).problems
+
+
+def test_built_page_long_sentences_fail_hand_written_or_generated(tmp_path):
+    long = "The mask " + "really " * 40 + "is wide."
+    for body in (f"<p>{long}</p>", f"<ul><li>{long}<ul><li>Short.</li></ul></li></ul>",
+                 f"<details><summary>x</summary><p>{long}</p></details>"):
+        rep = rd.check_html(_page(tmp_path, body, "09-x-evidence.html"))
+        assert len(rep.long) == 1 and "44 words" in rep.problems[0], body
+    # numbers: a generated sentence holds at most three; a code span is one word
+    many = "<p>On 3 of 5 machines it is 2.5 % at 40 ns.</p>"
+    assert rd.check_html(_page(tmp_path, f"<div class='cell_output'>{many}</div>")).long
+    assert not rd.check_html(_page(tmp_path, many)).long
+    cmd = "<p>Run <code>" + "numalab lab run --nvme 3@0:62 " * 12 + "</code> again.</p>"
+    assert not rd.check_html(_page(tmp_path, f"<div class='cell_output'>{cmd}</div>")).long
+    # a list item's sub-list and a table are blocks of their own
+    split = "<ul><li>" + "a " * 30 + "<ul><li>" + "b " * 30 + "</li></ul></li></ul>"
+    assert not rd.check_html(_page(tmp_path, split)).long
+
+
 # -- the book -----------------------------------------------------------------
 
 def test_every_chapter_has_an_evidence_page_linked_both_ways():
@@ -125,6 +171,18 @@ def test_every_page_meets_the_limits(quick_book):
     reports = [rd.check_notebook(p) for p in _executed(quick_book)]
     assert reports
     bad = [r.summary() for r in reports if r.problems]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_built_page_meets_the_limits(quick_book):
+    """The pages as a reader gets them: each chapter page within the word
+    limit counting dropdowns, tables and outputs; no sentence over the limit
+    on any page of the book."""
+    root = _executed(quick_book)[0].parents[2]
+    pages = sorted((root / "_build" / "html" / "notebooks").glob("*.html"))
+    pages += [root / "_build" / "html" / "reviewers-guide.html"]
+    assert len([p for p in pages if rd.is_chapter_page(p.stem)]) == len(CHAPTERS)
+    bad = [r.summary() for r in map(rd.check_html, pages) if r.problems]
     assert not bad, "\n".join(bad)
 
 

@@ -23,6 +23,15 @@ limits a chapter page must meet (the evidence page is exempt from the first):
 3
 >>> long_sentences("The gain is 1 % on 2 of 3 machines at 4 ns.")
 ['The gain is 1 % on 2 of 3 machines at 4 ns.']
+
+The same limits are also held on the **built page** as a reader gets it
+(:func:`check_html`, on ``_build/html/notebooks/*.html``): there every word
+of the article counts -- prose, dropdowns and folded outputs, tables, charts'
+text, listings shown as prose -- except the source of code cells, and every
+sentence, hand-written or generated, is at most :data:`MAX_SENTENCE_WORDS`
+words (generated ones, in a cell's output, also at most
+:data:`MAX_SENTENCE_NUMBERS` numbers). The notebook count is the author's
+quick view; the built count is the one the limits are about.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from pathlib import Path
 
 __all__ = ["MAX_PAGE_WORDS", "MAX_SENTENCE_WORDS", "MAX_SENTENCE_NUMBERS", "MAX_MAIN_ROWS",
            "Report", "check_notebook", "sentences", "count_numbers", "long_sentences",
-           "prose_words", "main"]
+           "prose_words", "HtmlReport", "check_html", "page_words", "main"]
 
 MAX_PAGE_WORDS = 3500
 MAX_SENTENCE_WORDS = 40
@@ -277,15 +286,133 @@ def check_notebook(path: Path | str) -> Report:
     return rep
 
 
+# -- the built page ------------------------------------------------------------
+
+_BLOCKS = ("p", "li", "dd", "dt", "caption", "figcaption", "summary")
+
+
+@dataclass
+class HtmlReport:
+    """What :func:`check_html` found on one built page."""
+    path: str
+    chapter_page: bool
+    words: int = 0
+    long: list[tuple[str, str]] = field(default_factory=list)   # (why, sentence)
+
+    @property
+    def problems(self) -> list[str]:
+        out = []
+        if self.chapter_page and self.words > MAX_PAGE_WORDS:
+            out.append(f"{self.words} words on the built page (at most {MAX_PAGE_WORDS} "
+                       "on a chapter page)")
+        out += [f"{why}: {s[:160]}" for why, s in self.long]
+        return out
+
+    def summary(self) -> str:
+        kind = "chapter page" if self.chapter_page else "page"
+        head = f"{self.path} (built {kind}): {self.words} words"
+        probs = self.problems
+        return head + ("; meets the limits" if not probs else
+                       f"; {len(probs)} problems:\n  " + "\n  ".join(probs))
+
+
+def _article(html_text: str):
+    """The article of a built page without what a reader never reads as
+    text: scripts, styles, the source of code cells, headings' anchors."""
+    import bs4
+    soup = bs4.BeautifulSoup(html_text, "html.parser")
+    art = soup.find("article") or soup.body or soup
+    for t in art.find_all(["script", "style", "noscript"]):
+        t.decompose()
+    for t in art.find_all(class_=["cell_input", "headerlink"]):
+        t.decompose()
+    return art
+
+
+def page_words(html_text: str) -> int:
+    """Words a reader meets on a built page (see the module docstring).
+
+    >>> page_words('<article><p>Two words</p><div class="cell_input"><pre>x = 1</pre></div>'
+    ...            '<details><summary>More</summary><table><tr><td>a b</td></tr></table>'
+    ...            '</details></article>')
+    5
+    """
+    return len(_article(html_text).get_text(" ").split())
+
+
+def _own_text(tag) -> str:
+    """The text of a block without the blocks nested in it (a list item's
+    sub-list is its own block) and without tables; an inline code span (a
+    name, a command) reads as one word, as in :func:`long_sentences`."""
+    import bs4
+    parts = []
+    for d in tag.descendants:
+        if not isinstance(d, bs4.NavigableString) or isinstance(d, bs4.Comment):
+            continue
+        ups = [p for p in d.parents if p is not None and p is not tag and _inside(p, tag)]
+        if any(p.name in _BLOCKS + ("table", "pre") for p in ups):
+            continue
+        code = [p for p in ups if p.name == "code"]
+        if code:
+            if d is next(iter(code[-1].strings), None):
+                parts.append(" CODE ")
+            continue
+        parts.append(str(d))
+    return " ".join("".join(parts).split())
+
+
+def _inside(p, tag) -> bool:
+    """Is ``p`` ``tag`` itself or below it?"""
+    while p is not None:
+        if p is tag:
+            return True
+        p = p.parent
+    return False
+
+
+def is_chapter_page(stem: str) -> bool:
+    """A chapter's main page (``0N-slug``), not its evidence page nor another
+    page of the book.
+
+    >>> [is_chapter_page(s) for s in ("02-group-cpus", "02-group-cpus-evidence", "intro")]
+    [True, False, False]
+    """
+    return bool(re.match(r"\d\d-", stem)) and not stem.endswith("-evidence")
+
+
+def check_html(path: Path | str) -> HtmlReport:
+    """Check one built page (HTML) against the limits of this module: the
+    page's words (on a chapter page) and every sentence."""
+    path = Path(path)
+    art = _article(path.read_text(encoding="utf-8"))
+    rep = HtmlReport(str(path), is_chapter_page(path.stem),
+                     words=len(art.get_text(" ").split()))
+    for tag in art.find_all(_BLOCKS):
+        if tag.find_parent("table") is not None or tag.find_parent("pre") is not None:
+            continue
+        generated = tag.find_parent(class_="cell_output") is not None
+        protected = _ABBREV.sub(lambda m: m.group(0).replace(". ", "\u2024 "), _own_text(tag))
+        for s in _SPLIT.split(protected):
+            s = s.replace("\u2024 ", ". ").strip()
+            n, k = len(s.split()), count_numbers(s)
+            if n > MAX_SENTENCE_WORDS:
+                rep.long.append((f"a sentence of {n} words", s))
+            elif generated and k > MAX_SENTENCE_NUMBERS:
+                rep.long.append((f"a generated sentence with {k} numbers", s))
+    return rep
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m numalab.evidence.readability [EXECUTED.ipynb ...]``
-    (default: every notebook under ``book/notebooks``); exit status 1 when a
-    page breaks a limit."""
+    """``python -m numalab.evidence.readability [PAGE.ipynb|PAGE.html ...]``
+    (default: every executed notebook under ``book/notebooks`` and every
+    built page under ``_build/html/notebooks``); exit status 1 when a page
+    breaks a limit."""
     args = sys.argv[1:] if argv is None else argv
-    paths = [Path(a) for a in args] or sorted(Path("book/notebooks").glob("*.ipynb"))
+    paths = [Path(a) for a in args] or (sorted(Path("book/notebooks").glob("*.ipynb"))
+                                        + sorted(Path("_build/html/notebooks").glob("*.html")))
     bad = 0
     for p in paths:
-        rep = check_notebook(p)
+        rep = check_html(p) if p.suffix == ".html" else check_notebook(p)
         print(rep.summary())
         bad += bool(rep.problems)
     return 1 if bad else 0
