@@ -143,3 +143,55 @@ def test_bench_comparison_labels_and_inputs():
     assert a[a.threads == 2]["model"].iloc[0] != pytest.approx(b[b.threads == 2]["model"].iloc[0])
     with pytest.raises(ValueError):
         bench_comparison(t, {"latency": bench["latency"]})
+
+
+def _two_cpu_bench():
+    def row(n, work, mops, ns):
+        return {"threads": n, "work_ns": work, "counter": "refcount_t", "op": "get",
+                "ops_per_s": {"median": mops * 1e6, "low": mops * 0.9e6, "high": mops * 1.1e6,
+                              "n": 10},
+                "accepted": [{"ops_per_s": mops * 1e6, "overlap": 1.0}] * 10, "rejected": [],
+                "ns_per_op_per_thread": ns}
+    return {"latency": {"cpus": [0, 1], "round_trip_ns": [[None, 200.0], [200.0, None]]},
+            "refops": {"cpus_used": [0, 1], "rows": [row(1, 0, 200, 5.0), row(1, 40, 22, 45.0),
+                                                     row(2, 40, 20, 100.0)]}}
+
+
+def test_bench_comparison_cached_is_the_comparison_computed_once(tmp_path, monkeypatch):
+    """The cache gives the table bench_comparison gives, reads it from disk in
+    a new process (the memo cleared), and computes again for other inputs."""
+    from numalab.models.refcount import sim
+    t, bench = box(nodes=1, per_node=2), _two_cpu_bench()
+    kw = dict(hold_shares=(0.0, 1.0), duration_ns=1e4, seeds=(0, 1, 2, 3, 4))
+    direct = sim.bench_comparison(t, bench, **kw)
+    calls = []
+    real = sim.bench_comparison
+    monkeypatch.setattr(sim, "bench_comparison", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(sim, "_BENCH_MEMO", {})
+    first = sim.bench_comparison_cached(t, bench, cache_dir=tmp_path, **kw)
+    assert first.equals(direct) and len(calls) == 1 and len(list(tmp_path.iterdir())) == 1
+    monkeypatch.setattr(sim, "_BENCH_MEMO", {})          # as a new process would
+    again = sim.bench_comparison_cached(t, bench, cache_dir=tmp_path, **kw)
+    assert again.equals(direct) and len(calls) == 1
+    sim.bench_comparison_cached(t, bench, cache_dir=tmp_path, **{**kw, "seeds": (1, 2, 3, 4, 5)})
+    assert len(calls) == 2 and len(list(tmp_path.iterdir())) == 2
+    changed = {**bench, "latency": {**bench["latency"], "round_trip_ns": [[None, 300.0], [300.0, None]]}}
+    sim.bench_comparison_cached(t, changed, cache_dir=tmp_path, **kw)
+    assert len(calls) == 3
+
+
+def test_held_out_tests_split_a_set_by_its_groups():
+    import pandas as pd
+    from numalab.models.refcount import devmem as D
+    t, bench = box(nodes=1, per_node=2), _two_cpu_bench()
+    rec = {**bench, "runs": [bench, bench, bench]}
+    one = box(nodes=1, per_node=1)
+    sets = {"quiet": (t, rec), "loaded": (t, rec), "single": (one, rec)}
+    none = pd.DataFrame(columns=["record", "group", "run"])
+    assert list(D.held_out_tests(sets, ["quiet", "single"], none)) == ["quiet"]
+    groups = pd.DataFrame({"record": ["quiet"] * 3, "group": ["fast", "slow", "slow"], "run": [1, 2, 3]})
+    tabs = D.held_out_tests(sets, ["quiet"], groups)
+    assert list(tabs) == ["quiet, fast", "quiet, slow"]
+    assert set(tabs["quiet, fast"]["runs"]) == {1} and set(tabs["quiet, slow"]["runs"]) == {2}
+    wide = D.held_out_table(tabs["quiet, fast"])
+    assert not any("_" in c for c in wide.columns) and (wide["role"] == "measured vs predicted").all()

@@ -1022,6 +1022,58 @@ def bench_met(bc) -> dict:
     return best
 
 
+def held_out_tests(sets: dict, quiet, groups, seed: int = 0, fallback_local_ns: float | None = None,
+                   duration_ns: float = 1e5) -> dict:
+    """The model against each quiet run set, the only independent data:
+    ``{label: bench_comparison table}`` (label: the set's name, with its
+    group of runs when the set splits into groups, each tested apart since a
+    range over both groups would mix two regimes).
+
+    ``sets``: ``{name: (topology, record)}``; ``quiet``: the names of the
+    sets quiet enough to test on (a loaded set is never a test); ``groups``:
+    a DataFrame with columns record, group, run (1-based run numbers), empty
+    when no set splits. Sets measured on one CPU are skipped. Each table is
+    :func:`numalab.models.refcount.sim.bench_comparison_cached` over seeds
+    ``seed`` .. ``seed + 4`` (computed once per inputs for both pages)."""
+    from ...measure.atomics import runs_of
+    from .sim import bench_comparison_cached
+    out = {}
+    for name in quiet:
+        topo, rec = sets[name]
+        if len(topo.cpus) < 2:
+            continue
+        g = groups[groups.record == name] if len(groups) else groups
+        parts = ({grp: list(sel["run"]) for grp, sel in g.groupby("group")}
+                 if len(g) and g["group"].nunique() > 1 else {"": None})
+        for grp, keep in parts.items():
+            sub = rec if keep is None else {**rec, "runs": [r for i, r in enumerate(runs_of(rec), 1)
+                                                             if i in keep]}
+            out[f"{name}, {grp}" if grp else name] = bench_comparison_cached(
+                topo, sub, seeds=tuple(range(seed, seed + 5)), duration_ns=duration_ns,
+                fallback_local_ns=fallback_local_ns)
+    return out
+
+
+def held_out_table(bc):
+    """One :func:`held_out_tests` table as a reader reads it: a row per
+    configuration with the measured range and the model's median (range over
+    seeds) at each assumed hand-off window, columns in words with units."""
+    pred = bc[bc["role"] == "predicted"]
+    pred = pred.assign(cell=[f"{m:.2f} ({lo:.2f}-{hi:.2f})" for m, lo, hi in
+                             zip(pred["model"], pred["model_low"], pred["model_high"])])
+    wide = pred.pivot_table(index=["threads", "work_ns", "arm", "measured", "measured_low",
+                                   "measured_high", "local"],
+                            columns="hold_share", values="cell", aggfunc="first").reset_index()
+    wide.columns = [c if not isinstance(c, float) else
+                    f"model, window {c:g} × transfer (M ops/s)" for c in wide.columns]
+    wide = wide.rename(columns={"arm": "operation", "work_ns": "work (ns)",
+                                "measured": "measured (M ops/s)",
+                                "measured_low": "measured low (M ops/s)",
+                                "measured_high": "measured high (M ops/s)",
+                                "local": "local cost"})
+    return wide.assign(role="measured vs predicted").round(2)
+
+
 def held_out_verdicts(rep, per_flow_worst: float, per_flow_null: float,
                       benches: dict[str, tuple[int, int]],
                       tolerance: float = NET_IDLE_TOLERANCE):
