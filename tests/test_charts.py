@@ -88,8 +88,12 @@ def test_hierarchy_chart_wraps_256_cpus_into_strips():
     t = load("pack:4 numa:2 core:16 pu:2")
     d = check(charts.hierarchy_chart(t, per_row=64))
     assert "facet" in d and "256 CPUs" in d["title"]
-    rows = {r["row"] for r in d["datasets"][next(iter(d["datasets"]))]}
+    rects = d["datasets"][next(iter(d["datasets"]))]
+    rows = {r["row"] for r in rects}
     assert rows == {0, 1, 2, 3}
+    # thread labels in the first strip only: the chart's text does not grow with the CPUs
+    labelled = [r for r in rects if r["level"] == "thread" and r["label"]]
+    assert len(labelled) == 64 and {r["row"] for r in labelled} == {0}
 
 
 def test_node_graph_is_deterministic_and_puts_near_nodes_closer():

@@ -207,6 +207,20 @@ def test_chapter_one_sentences_follow_the_data():
     assert T.built_on(cmp, ["a"]).startswith("The machine collected for this book (`a`, measured)")
 
 
+def test_chapter_one_sentences_give_the_machines_role():
+    """A published machine's distance table is not called its own SLIT (its
+    file assumes what the patch does not give); a measured one says measured."""
+    d = load("numa:2 core:1", distances=[[10, 21], [21, 10]])
+    pub = T.describe_distances("dgx", d, role="published")
+    assert "own distance table" not in pub and "assumed where the patch gives none" in pub
+    assert T.describe_distances("x", d, role="measured").startswith(
+        "`x` (measured) gives its own distance table (SLIT)")
+    assert T.describe_distances("x", d) == T.describe_distances("x", d, role="")
+    assert T.describe_hierarchy("x", d, role="assumed").startswith("`x` (assumed) has 2 CPUs")
+    assert T.describe_hierarchy("dgx", d, role="published").endswith(
+        "Its file says which of these facts the patch published and which are assumed.")
+
+
 def test_chapter_one_sentences_stay_short():
     """Each generated sentence of chapter 1 says one thing (readability's limits),
     also on a machine whose label starts with digits."""
@@ -216,7 +230,9 @@ def test_chapter_one_sentences_stay_short():
                                                   [30, 20, 10, 20], [40, 30, 20, 10]])
     m = {"128arm-2pa2n": ring, "b": load("pack:2 numa:1 core:3 pu:2")}
     cmp = compare_machines(m)
-    texts = [T.describe_hierarchy("128arm-2pa2n", ring), T.describe_distances("128arm-2pa2n", ring),
+    texts = [T.describe_hierarchy("128arm-2pa2n", ring, role="published"),
+             T.describe_distances("128arm-2pa2n", ring, role="published"),
+             T.describe_distances("128arm-2pa2n", ring, role="measured"),
              T.describe_hops("128arm-2pa2n", ring, 0), T.describe_walk("128arm-2pa2n", ring),
              T.describe_collection(cmp), T.describe_details(cmp), T.built_on(cmp, ["b"])]
     assert all(texts) and not [s for t in texts for s in long_sentences(t)]

@@ -166,13 +166,17 @@ def hierarchy_chart(topo: Topology, per_row: int | None = None, max_per_row: int
 
     Machines with more than ``max_per_row`` CPUs are wrapped into strips of
     equal length (one facet row each; ``per_row`` forces a length), so 256
-    CPUs stay readable. Hover a rectangle for its CPUs.
+    CPUs stay readable. Hover a rectangle for its CPUs. Thread labels
+    (``t0``, ``t1``) are printed in the first strip only: the pattern repeats,
+    and a label per CPU would make a big machine's page grow with its CPU
+    count (the book's word limit counts a chart's text).
     """
     if per_row is None:
         n = max(len(topo.cpus), 1)
         strips = -(-n // max_per_row)
         per_row = -(-n // strips)
     df = hierarchy_rects(topo, per_row=per_row)
+    df.loc[(df["row"] > 0) & (df["level"] == "thread"), "label"] = ""
     ncols = int(df["x1"].max()) if len(df) else 1
     px = px_per_cpu or max(8, min(40, 720 // max(ncols, 1)))
     width = px * ncols

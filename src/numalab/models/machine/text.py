@@ -60,14 +60,29 @@ def _sources(topo: Topology) -> str:
     return "+".join(srcs)
 
 
-def describe_hierarchy(label: str, topo: Topology) -> str:
+def _role_tag(role: str) -> str:
+    """`` (measured)`` or `` (assumed)`` after a machine's name; nothing for a
+    published machine, whose facts mix published and assumed values (its
+    sentences say so instead) or when the role is not given."""
+    return f" ({role})" if role in ("measured", "assumed") else ""
+
+
+def describe_hierarchy(label: str, topo: Topology, role: str = "") -> str:
     """Three short sentences on the focus machine's levels, from its counts
-    (each at most 3 numbers, the book's limit for a generated sentence)."""
+    (each at most 3 numbers, the book's limit for a generated sentence).
+    ``role``: the role of the machine's facts (:func:`dataset_role`); a
+    published machine gets a fourth sentence saying its file separates the
+    published facts from the assumed ones.
+
+    >>> from numalab.topology import load
+    >>> describe_hierarchy("m", load("numa:2 core:2"), role="published").split(". ")[-1]
+    'Its file says which of these facts the patch published and which are assumed.'
+    """
     c = topo.counts()
     smt = max((m.bit_count() for m in topo.cores()), default=1)
     cl = max((m.bit_count() for m in topo.clusters()), default=1)
     cores = c["core"]
-    s = (f"`{label}` has {c['pu']} {plural(c['pu'], 'CPU')} in {c['package']} "
+    s = (f"`{label}`{_role_tag(role)} has {c['pu']} {plural(c['pu'], 'CPU')} in {c['package']} "
          f"{plural(c['package'], 'package')} and {c['numa']} NUMA {plural(c['numa'], 'node')}. ")
     s += (f"They form {cores} {plural(cores, 'core')} of {smt} SMT threads each. " if smt > 1
           else f"They form {cores} {plural(cores, 'core')}, without SMT. ")
@@ -75,7 +90,10 @@ def describe_hierarchy(label: str, topo: Topology) -> str:
         s += "Its clusters are single cores"
     else:
         s += f"They are grouped in {c['cluster']} clusters of up to {cl} CPUs"
-    return s + f" (clusters from the {_describe_source(_sources(topo))})."
+    s += f" (clusters from the {_describe_source(_sources(topo))})."
+    if role == "published":
+        s += " Its file says which of these facts the patch published and which are assumed."
+    return s
 
 
 def _describe_source(src: str) -> str:
@@ -85,17 +103,31 @@ def _describe_source(src: str) -> str:
     return " and ".join(names.get(s, s) for s in src.split("+"))
 
 
-def describe_distances(label: str, topo: Topology) -> str:
-    """Two short sentences on a machine's distance table."""
+def describe_distances(label: str, topo: Topology, role: str = "") -> str:
+    """Two short sentences on a machine's distance table. ``role``: the role
+    of the machine's facts (:func:`dataset_role`). A published machine's
+    table comes from its file, where what the patch does not give is assumed:
+    the sentence says so rather than call it the machine's own SLIT.
+
+    >>> from numalab.topology import load
+    >>> describe_distances("d", load("numa:2 core:1", distances=[[10, 21], [21, 10]]),
+    ...                    role="published").split(";")[0]
+    '`d` has the distance table of its machine file (assumed where the patch gives none)'
+    """
     ids = topo.node_ids
+    tag = _role_tag(role)
     if len(ids) < 2:
-        return f"`{label}` has one node: its table is the single local distance."
+        return f"`{label}`{tag} has one node: its table is the single local distance."
     off = sorted({node_distance(topo, a, b) for a in ids for b in ids if a != b})
     local = sorted({node_distance(topo, a, a) for a in ids})
     asym = any(node_distance(topo, a, b) != node_distance(topo, b, a) for a in ids for b in ids)
-    where = ("gives its own distance table (SLIT)" if topo.distances
-             else "gives no SLIT, so the kernel uses its default distances")
-    s = f"`{label}` {where}; the local distance is {'/'.join(map(str, local))}. "
+    if topo.distances and role == "published":
+        where = "has the distance table of its machine file (assumed where the patch gives none)"
+    elif topo.distances:
+        where = "gives its own distance table (SLIT)"
+    else:
+        where = "gives no SLIT, so the kernel uses its default distances"
+    s = f"`{label}`{tag} {where}; the local distance is {'/'.join(map(str, local))}. "
     if len(off) == 1:
         s += f"Every remote node is at {off[0]}"
     elif len(off) == 2:
