@@ -19,6 +19,8 @@ limits a chapter page must meet (the evidence page is exempt from the first):
 
 >>> sentences("One. Two words here.\\n- a list item")
 ['One.', 'Two words here.', 'a list item']
+>>> sentences("It ended. \u201cThe guest\u201d has 16 vCPUs.")
+['It ended.', '\u201cThe guest\u201d has 16 vCPUs.']
 >>> count_numbers("on 41 of 53 machines, node0, `x = 5`, Linux 7.2, v12, 4.84x")
 3
 >>> long_sentences("The gain is 1 % on 2 of 3 machines at 4 ns.")
@@ -59,7 +61,7 @@ _ROLE = re.compile(r"\{[a-z-]+\}`([^`<]*?)(?:\s*<[^>]+>)?`")
 _TAG = re.compile(r"<[^>]+>")
 _NUMBER = re.compile(r"(?<![\w.\-/])[-+\u2212]?\d+(?:[.,]\d+)*")
 _VERSION = re.compile(r"\b(?:Linux|v|since|kernel|kernels)\s*\d+(?:\.\d+)*")
-_SPLIT = re.compile(r"(?<=[.!?])[\")\]*_]*\s+(?=[\"(*_]*[A-Z0-9])")
+_SPLIT = re.compile(r"(?<=[.!?])[\")\]*_\u201d\u2019]*\s+(?=[\"(*_\u201c\u2018]*[A-Z0-9])")
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e|cf|vs|Fig|et al|approx)\.\s", re.I)
 
 
