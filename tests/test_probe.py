@@ -564,3 +564,26 @@ def test_probe_cli_wakeup_and_hz(capsys):
     assert len(out["llc"][0]) == 4 and len(out["node"][0]) == 8       # one LLC of 4 CPUs, or the node
     assert out["llc"][1] > out["node"][1]
     assert main(["probe", "numa:2 core:4", "--devices", "nvme:2@node0", "--hz", "0"]) == 0
+
+
+def test_boot_bands_vary_each_assumption_and_cache_once(tmp_path):
+    """The band behind chapter 3's headline: each group varies its assumptions
+    around the fit, and the cached copy is the computed one (computed once)."""
+    from numalab.models.probe.sweep import boot_bands, boot_bands_cached
+    kw = dict(by_rounds={2: (0.1, 5.0, 5.0), 4: (0.2, 6.0, 4.0)}, best_rounds=2,
+              devices_per_node=[1, 4], seed=0, llc_range=(8,), hz_range=(100, 250),
+              alpha_range=(0.0, 1.0), serial_range=(0.0, 0.2))
+    df = boot_bands(**kw)
+    groups = df.groupby("varied")
+    assert set(groups.groups) == {"rounds, new-worker rule, LLC size",
+                                  "HZ, new-worker rule, LLC size", "alpha", "serial"}
+    assert set(groups.get_group("rounds, new-worker rule, LLC size").rounds) == {2, 4}
+    assert set(groups.get_group("HZ, new-worker rule, LLC size").hz) == {100}   # 250 is the default
+    assert set(groups.get_group("alpha").alpha) == {0.0, 1.0}
+    assert set(groups.get_group("serial").serial) == {0.0, 0.2}
+    assert set(df.rounds[df.varied != "rounds, new-worker rule, LLC size"]) == {2}
+    first = boot_bands_cached(cache_dir=tmp_path, **kw)
+    assert len(list(tmp_path.glob("*.pickle"))) == 1
+    assert first.equals(df) and boot_bands_cached(cache_dir=tmp_path, **kw).equals(df)
+    boot_bands_cached(cache_dir=tmp_path, **{**kw, "seed": 1})     # other arguments: computed anew
+    assert len(list(tmp_path.glob("*.pickle"))) == 2

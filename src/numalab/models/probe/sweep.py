@@ -17,7 +17,7 @@ from ...topology.model import Topology
 from .calibrate import catalogue
 from .sim import POLICIES, Device, Params, isolate_share, machine, policy_name, simulate
 
-__all__ = ["sweep", "sweep_machines"]
+__all__ = ["sweep", "sweep_machines", "boot_bands", "boot_bands_cached"]
 
 
 def sweep(devices_per_node: Iterable[int] = range(1, 65), nodes: Iterable[int] = (2,),
@@ -100,3 +100,82 @@ def sweep_machines(machines: "dict[str, Topology]", devices_per_node: Iterable[i
         df["speedup"] = [base.get((m, k), float("nan")) / ms for m, k, ms in
                          zip(df.machine, df.devices_per_node, df.makespan_ms)]
     return df
+
+
+def boot_bands(by_rounds: dict, best_rounds: int, devices_per_node: Iterable[int], *,
+               seed: int = 0, llc_range: Iterable[int] = (8, 16),
+               hz_range: Iterable[int] = (100, 250, 1000),
+               alpha_range: Iterable[float] = (0.0, 0.5, 1.0),
+               serial_range: Iterable[float] = (0.0, 0.05, 0.1, 0.2), llc_alpha: int = 8):
+    """The boot-time gain band of the PF_WQ_WORKER fix: every assumption over its range.
+
+    Inputs: ``by_rounds`` (rounds -> (rms, cpu_ms, wait_ms), as
+    :attr:`numalab.models.probe.calibrate.Fit.by_rounds`), the best fit's
+    round count, the drive counts, the seed, and the assumed ranges. Four
+    groups of :func:`numalab.models.probe.sim.scaling_bands` runs, each
+    varying some assumptions around the fit (column ``varied`` names them):
+    every round count with both new-worker rules at each LLC size; every
+    other HZ with both rules at each LLC size; ``alpha``; the serial
+    fraction (the last two at ``llc_alpha`` CPUs per LLC).
+    Output: one DataFrame, the rows of all four (column ``llc_size`` added).
+    """
+    import pandas as pd
+    from .sim import HZ_DEFAULT, WAKEUP_RULES, scaling_bands
+    ks = list(devices_per_node)
+    best = {best_rounds: by_rounds[best_rounds]}
+    hz_other = [h for h in hz_range if h != HZ_DEFAULT]
+    return pd.concat(
+        [scaling_bands(by_rounds, ks, seed=seed, wakeups=WAKEUP_RULES, llc_size=ll)
+         .assign(varied="rounds, new-worker rule, LLC size", llc_size=ll) for ll in llc_range]
+        + [scaling_bands(best, ks, seed=seed, wakeups=WAKEUP_RULES, hzs=hz_other, llc_size=ll)
+           .assign(varied="HZ, new-worker rule, LLC size", llc_size=ll) for ll in llc_range]
+        + [scaling_bands(best, ks, alphas=tuple(alpha_range), seed=seed, llc_size=llc_alpha)
+           .assign(varied="alpha", llc_size=llc_alpha),
+           scaling_bands(best, ks, serials=tuple(serial_range), seed=seed, llc_size=llc_alpha)
+           .assign(varied="serial", llc_size=llc_alpha)],
+        ignore_index=True)
+
+
+def boot_bands_cached(cache_dir=None, **kw):
+    """:func:`boot_bands` with an on-disk cache, as
+    :func:`numalab.models.probe.calibrate.fit_nvme_cached` does for the fit:
+    the same arguments and model code give the stored DataFrame; the chapter
+    and its evidence page run at once and ask for the same band, so the first
+    takes the key's lock and computes, the other waits and reads it.
+    ``cache_dir`` defaults to ``.numalab-cache/probe-bands`` in the checkout."""
+    import fcntl
+    import hashlib
+    import json
+    import os
+    import pickle
+    from pathlib import Path
+    from .calibrate import _model_fingerprint
+    if cache_dir is None:
+        from ...datasets import repo_root
+        cache_dir = repo_root() / ".numalab-cache" / "probe-bands"
+    key_src = json.dumps({"kw": {k: (list(v) if isinstance(v, (tuple, range)) else v)
+                                 for k, v in sorted(kw.items())},
+                          "code": _model_fingerprint()}, default=repr, sort_keys=True)
+    path = Path(cache_dir) / f"{hashlib.sha256(key_src.encode()).hexdigest()[:32]}.pickle"
+
+    def stored():
+        try:
+            with path.open("rb") as f:
+                return pickle.load(f)
+        except (OSError, pickle.UnpicklingError, EOFError):     # a miss or a damaged entry
+            return None
+
+    out = stored()
+    if out is not None:
+        return out
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = stored()
+        if out is None:
+            out = boot_bands(**kw)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            with tmp.open("wb") as f:
+                pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.replace(path)
+    return out
