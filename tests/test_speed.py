@@ -101,7 +101,7 @@ def test_prewarm_parses_each_machine_archive_once(tmp_path):
     project = build.Project(root)
     data = [str(root / "data" / "hwloc" / "linux" / HWLOC_DUMP.name), "numa:2 core:2 pu:1"]
     n = build.prewarm(project, data, jobs=2)
-    lab = list((root / "data" / "lab").glob("*.tar.bz2"))
+    lab = list((root / "data" / "lab").glob("**/*.tar.bz2"))
     assert n == 1 + len(lab)
     assert len(list((root / ".numalab-cache" / "archives").glob("*.pickle"))) == 1 + len(lab)
     assert list((root / ".numalab-cache" / "topologies").glob("*.pickle"))

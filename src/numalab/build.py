@@ -597,11 +597,11 @@ def _warm_init(root: str, archives: str) -> None:
 def prewarm(project: "Project", datasets: list[str], jobs: int) -> int:
     """Parse every archive among ``datasets`` and the lab dumps into the
     caches, ``jobs`` processes at once; returns how many were parsed."""
-    from .datasets import lab_datasets
+    from .datasets import lab_archives
     items = [(d, False) for d in datasets if d.endswith((".tar.bz2", ".tar.gz", ".tar.xz", ".tgz"))
              and os.path.isfile(d)]
     try:
-        items += [(d, True) for d in lab_datasets(project.root)]
+        items += [(d, True) for d in lab_archives(project.root)]
     except NumalabError:
         pass
     if not items:

@@ -31,7 +31,8 @@ from .topology import is_synthetic, load
 from .topology.model import Topology
 
 __all__ = ["repo_root", "data_dir", "hwloc_dir", "project_datasets", "hwloc_datasets",
-           "lab_datasets", "default_datasets", "load_datasets", "load_cached", "load_options",
+           "lab_datasets", "lab_archives", "default_datasets", "load_datasets", "load_cached",
+           "load_options",
            "label"]
 
 
@@ -78,6 +79,13 @@ def lab_datasets(root: Path | None = None) -> list[str]:
     """Dumps of real kernels booted by ``numalab lab`` (``data/lab/*.tar.bz2``),
     sorted; not part of :func:`default_datasets`."""
     return [str(p) for p in sorted(data_dir(root).glob("lab/*.tar.bz2"))]
+
+
+def lab_archives(root: Path | None = None) -> list[str]:
+    """Every lab dump under ``data/lab`` (the chapters' dumps of
+    :func:`lab_datasets`, the sched_ext runs, the arm64 boots and the sweep
+    matrices), sorted: what a build parses once before the chapters start."""
+    return [str(p) for p in sorted(data_dir(root).glob("lab/**/*.tar.bz2"))]
 
 
 def default_datasets(root: Path | None = None) -> list[str]:
