@@ -428,9 +428,13 @@ def test_bad_data_is_one_line_error(tiny_book):
 def _interrupt_when(root: Path, line: str, delay: float, *args: str):
     """Start a build, wait for ``line`` on its output, wait ``delay``, then
     Ctrl-C the whole process group (as a terminal would)."""
+    # SIGINT's default disposition in the build, as a terminal gives it: a test
+    # run started in the background of a non-interactive shell inherits SIGINT
+    # ignored, and Python then installs no KeyboardInterrupt handler
     proc = subprocess.Popen([sys.executable, "-u", "-m", "numalab", "build", *args], cwd=root,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for out in proc.stdout:
         seen.append(out)
