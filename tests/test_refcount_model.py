@@ -169,12 +169,12 @@ def test_bench_comparison_cached_is_the_comparison_computed_once(tmp_path, monke
     monkeypatch.setattr(sim, "bench_comparison", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(sim, "_BENCH_MEMO", {})
     first = sim.bench_comparison_cached(t, bench, cache_dir=tmp_path, **kw)
-    assert first.equals(direct) and len(calls) == 1 and len(list(tmp_path.iterdir())) == 1
+    assert first.equals(direct) and len(calls) == 1 and len(list(tmp_path.glob("*.pickle"))) == 1
     monkeypatch.setattr(sim, "_BENCH_MEMO", {})          # as a new process would
     again = sim.bench_comparison_cached(t, bench, cache_dir=tmp_path, **kw)
     assert again.equals(direct) and len(calls) == 1
     sim.bench_comparison_cached(t, bench, cache_dir=tmp_path, **{**kw, "seeds": (1, 2, 3, 4, 5)})
-    assert len(calls) == 2 and len(list(tmp_path.iterdir())) == 2
+    assert len(calls) == 2 and len(list(tmp_path.glob("*.pickle"))) == 2
     changed = {**bench, "latency": {**bench["latency"], "round_trip_ns": [[None, 300.0], [300.0, None]]}}
     sim.bench_comparison_cached(t, changed, cache_dir=tmp_path, **kw)
     assert len(calls) == 3

@@ -303,33 +303,27 @@ def fit_nvme_cached(topo=None, cache_dir: Path | None = None, **kw) -> Fit:
     (the fit is deterministic; a change to any of them refits). ``cache_dir``
     defaults to ``.numalab-cache/probe-fit`` in the checkout; keyword
     arguments are those of :func:`fit_nvme` (``tables`` is not cached)."""
-    import hashlib
     import json
     topo = topo or seed_machine()
     if "tables" in kw:
         return fit_nvme(topo, **kw)
-    if cache_dir is None:
-        from ...datasets import repo_root
-        cache_dir = repo_root() / ".numalab-cache" / "probe-fit"
-    params = kw.get("params")
-    key_src = json.dumps({"kw": {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
-                                 for k, v in sorted(kw.items())},
-                          "topo": [topo.name, sorted((c, v.llc_cpus, v.thread_siblings, v.node)
-                                                     for c, v in topo.cpus.items())],
-                          "code": _model_fingerprint()}, default=repr, sort_keys=True)
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:32]
-    path = Path(cache_dir) / f"{key}.json"
+    from ...diskcache import cached
+    key = {"kw": {k: (dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v)
+                  for k, v in sorted(kw.items())},
+           "topo": [topo.name, sorted((c, v.llc_cpus, v.thread_siblings, v.node)
+                                      for c, v in topo.cpus.items())],
+           "code": _model_fingerprint()}
 
-    def stored():
-        if not path.is_file():
-            return None
-        d = json.loads(path.read_text())
+    def load(raw: bytes) -> Fit:
+        d = json.loads(raw)
         d["by_rounds"] = {int(k): tuple(v) for k, v in d["by_rounds"].items()}
         return Fit(**d)
 
-    fit = stored()
-    if fit is not None:
-        return fit
+    # The chapter and its evidence page run at once and ask for the same fit:
+    # the first takes the key's lock and fits, the other waits and reads it.
+    return cached("probe-fit", key, lambda: fit_nvme(topo, **kw), cache_dir,
+                  dumps=lambda f: json.dumps(dataclasses.asdict(f)).encode(), loads=load,
+                  suffix=".json")
     # The chapter and its evidence page run at once and ask for the same fit:
     # the first takes the key's lock and fits, the other waits and reads it
     # (one fit of CPU time, not two).

@@ -143,31 +143,10 @@ def boot_bands_cached(cache_dir=None, **kw):
     and its evidence page run at once and ask for the same band, so the first
     takes the key's lock and computes, the other waits and reads it.
     ``cache_dir`` defaults to ``.numalab-cache/probe-bands`` in the checkout."""
-    import fcntl
-    import hashlib
-    import json
-    import os
-    import pickle
-    from pathlib import Path
+    from ...diskcache import cached
     from .calibrate import _model_fingerprint
-    if cache_dir is None:
-        from ...datasets import repo_root
-        cache_dir = repo_root() / ".numalab-cache" / "probe-bands"
-    key_src = json.dumps({"kw": {k: (list(v) if isinstance(v, (tuple, range)) else v)
-                                 for k, v in sorted(kw.items())},
-                          "code": _model_fingerprint()}, default=repr, sort_keys=True)
-    path = Path(cache_dir) / f"{hashlib.sha256(key_src.encode()).hexdigest()[:32]}.pickle"
-
-    def stored():
-        try:
-            with path.open("rb") as f:
-                return pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError):     # a miss or a damaged entry
-            return None
-
-    out = stored()
-    if out is not None:
-        return out
+    return cached("probe-bands", {"kw": kw, "code": _model_fingerprint()},
+                  lambda: boot_bands(**kw), cache_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -32,7 +32,6 @@ cost of ``rcu_read_lock()`` around percpu operations is folded into
 from __future__ import annotations
 
 import heapq
-import os
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -404,39 +403,18 @@ def bench_comparison_cached(topo: Topology, bench: dict, cache_dir=None, **kw):
     computes it again). ``cache_dir`` defaults to the checkout's
     ``.numalab-cache/refcount-bench`` (memory only outside a checkout), so
     a chapter and its evidence page compute a comparison once."""
-    import hashlib
-    import json
-    import pickle
     from pathlib import Path
+    from ...diskcache import cached, key_digest
     cpus = [(c, i.node, i.thread_siblings, i.llc_cpus) for c, i in sorted(topo.cpus.items())]
     nodes = sorted(topo.node_ids)
     dist = [[topo.distance(a, b) for b in nodes] for a in nodes] if topo.nodes else None
-    src = Path(__file__).read_bytes()
-    key_src = json.dumps({"bench": bench, "topo": [topo.name, cpus, nodes, dist],
-                          "kw": {k: (list(v) if isinstance(v, (tuple, range)) else v)
-                                 for k, v in sorted(kw.items())}},
-                         sort_keys=True, default=repr)
-    key = hashlib.sha256(src + key_src.encode()).hexdigest()[:40]
-    if key in _BENCH_MEMO:
-        return _BENCH_MEMO[key].copy()
-    if cache_dir is None:
-        try:
-            from ...datasets import repo_root
-            cache_dir = repo_root() / ".numalab-cache" / "refcount-bench"
-        except Exception:          # noqa: BLE001 - not in a checkout: memory only
-            cache_dir = None
-    path = Path(cache_dir) / f"{key}.pickle" if cache_dir is not None else None
-    if path is not None and path.is_file():
-        table = pickle.loads(path.read_bytes())
-    else:
-        table = bench_comparison(topo, bench, **kw)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(pickle.dumps(table))
-            os.replace(tmp, path)          # a concurrent reader sees all or nothing
-    _BENCH_MEMO[key] = table
-    return table.copy()
+    key = {"bench": bench, "topo": [topo.name, cpus, nodes, dist], "kw": kw,
+           "code": key_digest(Path(__file__).read_text())}
+    memo = key_digest(key)
+    if memo not in _BENCH_MEMO:
+        _BENCH_MEMO[memo] = cached("refcount-bench", key, lambda: bench_comparison(topo, bench, **kw),
+                                   cache_dir)
+    return _BENCH_MEMO[memo].copy()
 
 
 _BENCH_MEMO: dict = {}
