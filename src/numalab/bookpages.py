@@ -82,6 +82,11 @@ def _dataset_rows(datasets: list[str], digest) -> list[str]:
     return rows
 
 
+def _cell(text: str) -> str:
+    """``text`` fit for one cell of a Markdown table."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def provenance_section(root: Path, chapters: dict[str, Path], datasets: list[str],
                        digest) -> str:
     """The Markdown appended to the front page: what this build was made of."""
@@ -90,18 +95,25 @@ def provenance_section(root: Path, chapters: dict[str, Path], datasets: list[str
              f"- **Project commit:** `{project_commit(root)}`."]
     kernels = [r for r in records if r.kind == "kernel"]
     measured = [r for r in records if r.kind == "measured"]
+    # Tables, not lists: each entry is a long description, and a reader reads
+    # a table's cells apart where list items would run into one sentence.
     if kernels:
-        lines += ["- **Kernel code each chapter models:**"]
-        lines += [f"  - {{doc}}`notebooks/{r.chapter}`: {r.text}" for r in kernels]
+        lines += ["- **Kernel code each chapter models:** the table below.", "",
+                  "| page | kernel code modelled |", "|---|---|"]
+        lines += [f"| {{doc}}`notebooks/{r.chapter}` | {_cell(r.text)} |" for r in kernels]
+        lines += [""]
     else:
         lines += ["- **Kernel code modelled:** no chapter of this build recorded it."]
     if measured:
-        lines += ["- **Where the measured figures come from:**"]
-        lines += [f"  - {{doc}}`notebooks/{r.chapter}`: {r.text}" for r in measured]
+        lines += ["- **Where the measured figures come from:** the table below.", "",
+                  "| page | measured on |", "|---|---|"]
+        lines += [f"| {{doc}}`notebooks/{r.chapter}` | {_cell(r.text)} |" for r in measured]
+        lines += [""]
     else:
         lines += ["- **Measured figures:** no chapter of this build used any."]
     lines += [f"- **Datasets:** {len(datasets)} machines (sha256 of each file, first 16 "
-              "hexadecimal digits):", "", ":::{dropdown} The datasets of this build", "",
+              "hexadecimal digits), in the dropdown below.", "",
+              ":::{dropdown} The datasets of this build", "",
               "| label | file | sha256 |", "|---|---|---|", *_dataset_rows(datasets, digest),
               ":::", ""]
     return "\n".join(lines)

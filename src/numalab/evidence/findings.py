@@ -127,16 +127,27 @@ def finding(chapter: str, key: str, label: str, text: str, *, role: str = "",
     return _Display(rec, text if verdict else f"**For reviewers:** {text}")
 
 
+def _full_stop(text: str) -> str:
+    """``text`` ending as a sentence ends (a reader's sentence otherwise runs
+    on into the next paragraph).
+
+    >>> _full_stop("lib/group_cpus.c of Linux 7.2"), _full_stop("Done.")
+    ('lib/group_cpus.c of Linux 7.2.', 'Done.')
+    """
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def kernel_modelled(chapter: str, label: str, text: str) -> _Display:
     """Record (and show) which kernel code and version the chapter models."""
     return _Display(Finding(chapter, "kernel", label, text, "kernel"),
-                    f"*Kernel code modelled:* {text}")
+                    f"*Kernel code modelled:* {_full_stop(text)}")
 
 
 def measured_on(chapter: str, label: str, text: str) -> _Display:
     """Record (and show) the machine that the chapter's measured figures come from."""
     return _Display(Finding(chapter, "measured", label, text, "measured"),
-                    f"*Measured on:* {text}")
+                    f"*Measured on:* {_full_stop(text)}")
 
 
 def collect_findings(notebook: Path | str, chapter: str | None = None) -> list[Finding]:

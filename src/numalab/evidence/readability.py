@@ -32,7 +32,9 @@ of the article counts -- prose, dropdowns and folded outputs, tables, charts'
 text, listings shown as prose -- except the source of code cells, and every
 sentence, hand-written or generated, is at most :data:`MAX_SENTENCE_WORDS`
 words (generated ones, in a cell's output, also at most
-:data:`MAX_SENTENCE_NUMBERS` numbers). The notebook count is the author's
+:data:`MAX_SENTENCE_NUMBERS` numbers). A sentence there runs as a reader
+reads it (:func:`reading_runs`): across list items, paragraphs and cells
+until a full stop; only headings, tables, listings and charts stop it. The notebook count is the author's
 quick view; the built count is the one the limits are about.
 """
 
@@ -47,7 +49,7 @@ from pathlib import Path
 
 __all__ = ["MAX_PAGE_WORDS", "MAX_SENTENCE_WORDS", "MAX_SENTENCE_NUMBERS", "MAX_MAIN_ROWS",
            "Report", "check_notebook", "sentences", "count_numbers", "long_sentences",
-           "prose_words", "HtmlReport", "check_html", "page_words", "main"]
+           "prose_words", "HtmlReport", "check_html", "page_words", "reading_runs", "main"]
 
 MAX_PAGE_WORDS = 3500
 MAX_SENTENCE_WORDS = 40
@@ -61,7 +63,7 @@ _ROLE = re.compile(r"\{[a-z-]+\}`([^`<]*?)(?:\s*<[^>]+>)?`")
 _TAG = re.compile(r"<[^>]+>")
 _NUMBER = re.compile(r"(?<![\w.\-/])[-+\u2212]?\d+(?:[.,]\d+)*")
 _VERSION = re.compile(r"\b(?:Linux|v|since|kernel|kernels)\s*\d+(?:\.\d+)*")
-_SPLIT = re.compile(r"(?<=[.!?])[\")\]*_\u201d\u2019]*\s+(?=[\"(*_\u201c\u2018]*[A-Z0-9])")
+_SPLIT = re.compile(r"(?<=[.!?])[\")\]*_\u201d\u2019\x01\x02]*\s+(?=[\"*_\u201c\u2018\x01\x02]*[A-Z0-9(])")
 _ABBREV = re.compile(r"\b(?:e\.g|i\.e|cf|vs|Fig|et al|approx)\.\s", re.I)
 
 
@@ -382,20 +384,119 @@ def is_chapter_page(stem: str) -> bool:
     return bool(re.match(r"\d\d-", stem)) and not stem.endswith("-evidence")
 
 
+# What stops a sentence on a built page: a heading, a dropdown's title, a
+# caption ends one and is one; a table, a listing, a chart, an image, a
+# formula and a fold's "Show code cell source" label are not prose and end
+# the sentence before them. Nothing else does: list items, paragraphs and
+# cells run on until a full stop, as a reader reads them (a lead-in "Three
+# things:" and three items without full stops are one sentence).
+_RUN_OWN = ("h1", "h2", "h3", "h4", "h5", "h6", "summary", "caption", "figcaption", "dt")
+_RUN_SKIP = ("table", "pre", "svg", "img", "math", "button", "script", "style", "noscript")
+_RUN_SKIP_CLASS = ("numalab-chart", "math", "cell_input", "headerlink", "vega-embed")
+_TABLE_SIZE = re.compile(r"^\d+ rows × \d+ columns$")     # pandas' footer under a long table
+
+
+def reading_runs(art) -> list[tuple[str, bool]]:
+    """``(text, generated)`` runs of a built page's article, each to be split
+    into sentences: a run ends where a heading, a dropdown title or a caption
+    starts or ends, and where a table, a listing, a chart, a formula or a
+    fold label stands (those are left out); an inline code span reads as one
+    word. ``generated`` is true when part of the run is a cell's output.
+
+    >>> import bs4
+    >>> art = bs4.BeautifulSoup("<article><h2>Title</h2><p>Three things:</p><ul>"
+    ...     "<li>one</li><li>two</li></ul><pre>x = 1</pre><p>After <code>f(x)</code>.</p>"
+    ...     "</article>", "html.parser").article
+    >>> reading_runs(art)
+    [('Title', False), ('Three things: one two', False), ('After CODE .', False)]
+
+    A run's generated text is marked: ``\x01`` where it starts and ``\x02``
+    where it ends (:func:`_sentences_of_run` reads the marks).
+    """
+    import bs4
+    runs: list[tuple[str, bool]] = []
+    buf: list[str] = []
+    gen = [False]
+
+    def flush():
+        text = " ".join("".join(buf).split())
+        if text:
+            runs.append((text, gen[0]))
+        buf.clear()
+        gen[0] = False
+
+    def walk(node, generated):
+        for ch in node.children:
+            if isinstance(ch, bs4.Comment):
+                continue
+            if isinstance(ch, bs4.NavigableString):
+                if str(ch).strip() and generated:
+                    gen[0] = True
+                    t = str(ch)
+                    core = t.strip()
+                    lead = t[:len(t) - len(t.lstrip())]
+                    buf.append(lead + "\x01" + core + "\x02" + t[len(lead) + len(core):])
+                else:
+                    buf.append(str(ch))
+                continue
+            if not isinstance(ch, bs4.Tag):
+                continue
+            classes = set(ch.get("class") or ())
+            if ch.name in _RUN_SKIP or classes & set(_RUN_SKIP_CLASS) or (
+                    ch.name == "summary" and ch.get("aria-label") == "Toggle hidden content") or (
+                    ch.name == "p" and _TABLE_SIZE.match(ch.get_text().strip())):
+                flush()
+                continue
+            g = generated or "cell_output" in classes
+            if ch.name == "code":
+                if ch.get_text().strip():
+                    gen[0] = gen[0] or g
+                    buf.append(" \x01CODE\x02 " if g else " CODE ")
+                continue
+            if ch.name in _RUN_OWN:
+                flush()
+                walk(ch, g)
+                flush()
+                continue
+            if ch.name in ("p", "li", "div", "dd", "br", "blockquote", "section", "details"):
+                buf.append(" ")
+            walk(ch, g)
+    walk(art, False)
+    flush()
+    return [(t if g else t.replace("\x01", "").replace("\x02", ""), g) for t, g in runs]
+
+
+def _sentences_of_run(run: str) -> list[tuple[str, bool]]:
+    """``(sentence, generated)`` of one run of :func:`reading_runs`: a
+    sentence is generated when any of its words came from a cell's output.
+
+    >>> _sentences_of_run("Hand-written lead. It has \x01one and two\x02 in it. Last one.")
+    [('Hand-written lead.', False), ('It has one and two in it.', True), ('Last one.', False)]
+    """
+    protected = _ABBREV.sub(lambda m: m.group(0).replace(". ", "\u2024 "), run)
+    out, inside = [], False
+    for s in _SPLIT.split(protected):
+        generated = inside or "\x01" in s or "\x02" in s
+        marks = [c for c in s if c in "\x01\x02"]
+        if marks:
+            inside = marks[-1] == "\x01"
+        s = s.replace("\u2024 ", ". ").replace("\x01", "").replace("\x02", "")
+        s = " ".join(s.split())
+        if s:
+            out.append((s, generated))
+    return out
+
+
 def check_html(path: Path | str) -> HtmlReport:
     """Check one built page (HTML) against the limits of this module: the
-    page's words (on a chapter page) and every sentence."""
+    page's words (on a chapter page) and every sentence, read as
+    :func:`reading_runs` reads the page."""
     path = Path(path)
     art = _article(path.read_text(encoding="utf-8"))
     rep = HtmlReport(str(path), is_chapter_page(path.stem),
                      words=len(art.get_text(" ").split()))
-    for tag in art.find_all(_BLOCKS):
-        if tag.find_parent("table") is not None or tag.find_parent("pre") is not None:
-            continue
-        generated = tag.find_parent(class_="cell_output") is not None
-        protected = _ABBREV.sub(lambda m: m.group(0).replace(". ", "\u2024 "), _own_text(tag))
-        for s in _SPLIT.split(protected):
-            s = s.replace("\u2024 ", ". ").strip()
+    for run, _ in reading_runs(art):
+        for s, generated in _sentences_of_run(run):
             n, k = len(s.split()), count_numbers(s)
             if n > MAX_SENTENCE_WORDS:
                 rep.long.append((f"a sentence of {n} words", s))
