@@ -529,3 +529,46 @@ def test_javascript_bundle_is_a_classic_script():
     assert "window.vegaEmbed=" in js
     body = js.split("\n", 1)[1]
     assert body.startswith('(function(){\n"use strict";') and body.rstrip().endswith("})();")
+
+
+def test_a_kernel_that_dies_while_starting_is_started_again(tmp_path, monkeypatch, capsys):
+    """A kernel process that dies before any cell ran (CI saw one of four
+    kernels started at the same moment do so) is started again, at most
+    KERNEL_START_ATTEMPTS times; a notebook's own failure is not retried."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+    nb = tmp_path / "x.ipynb"
+    _write_nb(nb, NODATA)
+    out = tmp_path / "out.ipynb"
+    calls = []
+
+    def dies_once(src, dst, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("Kernel died before replying to kernel_info")
+        shutil.copy(src, dst)
+    monkeypatch.setattr(papermill, "execute_notebook", dies_once)
+    monkeypatch.setattr(build.time, "sleep", lambda s: None)
+    r = build.execute_notebook(nb, out, {}, "notebooks/x.ipynb")
+    assert r["ok"] and len(calls) == 2 and out.exists()
+    assert "died while starting (attempt 1 of" in capsys.readouterr().err
+
+    calls.clear()
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: (calls.append(1), (_ for _ in ()).throw(
+        RuntimeError("Kernel died before replying to kernel_info")))[0])
+    r = build.execute_notebook(nb, out, {}, "notebooks/x.ipynb")
+    assert not r["ok"] and len(calls) == build.KERNEL_START_ATTEMPTS
+    assert "died while starting, 3 times" in r["message"]
+
+    calls.clear()
+    def cell_fails(*a, **k):
+        calls.append(1)
+        raise PapermillExecutionError(0, 1, "x", "ZeroDivisionError", "division by zero", [])
+    monkeypatch.setattr(papermill, "execute_notebook", cell_fails)
+    r = build.execute_notebook(nb, out, {}, "notebooks/x.ipynb")
+    assert not r["ok"] and len(calls) == 1 and "ZeroDivisionError" in r["message"]
+    # any other error of the run is not taken for a failed start
+    monkeypatch.setattr(papermill, "execute_notebook",
+                        lambda *a, **k: (_ for _ in ()).throw(RuntimeError("bad JSON")))
+    with pytest.raises(RuntimeError):
+        build.execute_notebook(nb, out, {}, "notebooks/x.ipynb")

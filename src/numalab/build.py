@@ -425,16 +425,47 @@ def execute_notebook(notebook: Path, output: Path, params: dict, rel_path: str) 
     import papermill
     from papermill.exceptions import PapermillExecutionError
     start = time.monotonic()
-    try:
-        papermill.execute_notebook(
-            str(notebook), str(output), parameters=params, kernel_name="python3",
-            progress_bar=False, log_output=False, request_save_on_cell_execute=False,
-            cwd=str(notebook.parent), execution_timeout=CELL_TIMEOUT)
-    except PapermillExecutionError as e:
-        return {"ok": False, "seconds": time.monotonic() - start,
-                "message": describe_failure(rel_path, _read_json(notebook), e)}
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        try:
+            papermill.execute_notebook(
+                str(notebook), str(output), parameters=params, kernel_name="python3",
+                progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+                cwd=str(notebook.parent), execution_timeout=CELL_TIMEOUT)
+            break
+        except PapermillExecutionError as e:
+            return {"ok": False, "seconds": time.monotonic() - start,
+                    "message": describe_failure(rel_path, _read_json(notebook), e)}
+        except RuntimeError as e:
+            # No cell has run yet: the kernel process died while starting
+            # (seen once in CI with four kernels starting at the same moment).
+            # Starting it again is safe; a notebook's own errors are not retried.
+            if not _kernel_start_failed(e):
+                raise
+            if attempt == KERNEL_START_ATTEMPTS:
+                return {"ok": False, "seconds": time.monotonic() - start,
+                        "message": f"{rel_path}: failed: the Python kernel died while "
+                                   f"starting, {attempt} times ({e})"}
+            print(f"{rel_path}: the kernel died while starting (attempt {attempt} of "
+                  f"{KERNEL_START_ATTEMPTS}); starting it again", file=sys.stderr, flush=True)
+            time.sleep(0.5 * attempt)
     _tag_injected_cell(output)
     return {"ok": True, "seconds": time.monotonic() - start, "message": ""}
+
+
+KERNEL_START_ATTEMPTS = 3
+
+
+def _kernel_start_failed(error: BaseException) -> bool:
+    """Did a kernel die before it answered its first request (so before any
+    cell ran)? jupyter_client says so in a RuntimeError.
+
+    >>> _kernel_start_failed(RuntimeError("Kernel died before replying to kernel_info"))
+    True
+    >>> _kernel_start_failed(RuntimeError("division by zero"))
+    False
+    """
+    text = str(error)
+    return "before replying to kernel_info" in text or "Kernel didn't respond" in text
 
 
 def _worker_main(argv: list[str]) -> int:
