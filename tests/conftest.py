@@ -46,10 +46,20 @@ def quick_executed(project: Path, stem: str) -> Path:
     return project / ".numalab-cache" / "notebooks" / f"{stem}-{key}.ipynb"
 
 
-def make_project(dest: Path, notebooks: dict[str, Path]) -> Path:
+def make_project(dest: Path, notebooks: dict[str, Path], shared_cache: Path | None = None) -> Path:
     """A minimal checkout at ``dest``: the book's sources, ``data/``, and the
-    given notebooks (``{stem: source}``). Returns ``dest``."""
+    given notebooks (``{stem: source}``). Returns ``dest``.
+
+    ``shared_cache``: a folder whose ``archives`` and ``topologies`` the
+    project's ``.numalab-cache`` links to, so that the test books of one run
+    parse each dump once between them (both caches are keyed on the file's
+    content and the readers' source, and written by rename)."""
     dest.mkdir(parents=True, exist_ok=True)
+    if shared_cache is not None:
+        (dest / ".numalab-cache").mkdir(exist_ok=True)
+        for kind in ("archives", "topologies"):
+            (shared_cache / kind).mkdir(parents=True, exist_ok=True)
+            (dest / ".numalab-cache" / kind).symlink_to(shared_cache / kind, target_is_directory=True)
     (dest / "pyproject.toml").write_text("# test project\n")
     shutil.copy(REPO / "_config.yml", dest / "_config.yml")
     shutil.copytree(REPO / "book", dest / "book",
@@ -93,7 +103,8 @@ def quick_project(tmp_path_factory) -> Path:
     with _exclusive(shared / "quick-book.lock"):
         if not (root / ".copied").exists():
             shutil.rmtree(root, ignore_errors=True)
-            make_project(root, {p.stem: p for p in chapter_notebooks()})
+            make_project(root, {p.stem: p for p in chapter_notebooks()},
+                         shared_cache=shared / "parsed")
             (root / ".copied").touch()
     return root
 

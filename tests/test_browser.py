@@ -219,8 +219,10 @@ def test_chart_tooltip_and_zoom_respond(tmp_path_factory, browser):
     vega-tooltip's box, and a wheel event over the plot changes the x scale
     (the chart is bound to scales with .interactive())."""
     from numalab.build import build
+    from conftest import _shared_dir
     root = make_project(tmp_path_factory.mktemp("tiny-browser"),
-                        {"tiny": FIXTURES / "tiny.ipynb"})
+                        {"tiny": FIXTURES / "tiny.ipynb"},
+                        shared_cache=_shared_dir(tmp_path_factory) / "parsed")
     assert build(root, data=["numa:2 core:2 pu:1", "pack:2 numa:1 core:4 pu:2"],
                  say=lambda s: None) == 0
     browser.open((root / "_build" / "html" / "notebooks" / "tiny.html").as_uri())

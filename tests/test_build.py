@@ -344,7 +344,7 @@ def tiny_book(tmp_path_factory):
     with _exclusive(shared / "tiny-book.lock"):
         if not (root / ".first-build.txt").exists():
             shutil.rmtree(root, ignore_errors=True)
-            make_project(root, {"tiny": FIXTURES / "tiny.ipynb"})
+            make_project(root, {"tiny": FIXTURES / "tiny.ipynb"}, shared_cache=shared / "parsed")
             _write_nb(root / "notebooks" / "nodata.ipynb", NODATA)
             r = _run_cli(root, "--data", "numa:2 core:2 pu:1")
             assert r.returncode == 0, r.stdout + r.stderr

@@ -164,6 +164,15 @@ def test_sweep_on_a_cluster_started_by_hand(tmp_path):
         assert any(line.startswith(f"dask: scheduler {address}, 2 worker(s)") for line in lines)
         with Client(address, timeout=30) as c:
             c.shutdown()
+        # the scheduler and workers now stop by themselves; a SIGTERM in the
+        # middle of that shutdown made a worker hang for the whole wait below
+        # (20 s each, most of this test's time), so give them time first
+        deadline = time.monotonic() + 15
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
     finally:
         for p in procs:
             if p.poll() is None:
