@@ -3,7 +3,7 @@
 Patches report means and standard deviations over a few runs. The question a
 reviewer asks first is whether the difference is larger than the error of a
 difference of two means. This module answers it with Welch's t statistic and
-its two-sided p value (scipy), nothing more: it cannot know whether the runs
+its two-sided p value (scipy.special), nothing more: it cannot know whether the runs
 were independent or picked.
 """
 
@@ -13,11 +13,34 @@ import math
 from dataclasses import dataclass
 
 
-def _stats():
-    """scipy.stats, imported when a test is computed: the build imports this
-    module to write the reviewer's guide, and scipy.stats takes a second."""
-    from scipy import stats
-    return stats
+# Student's t and the noncentral t from scipy.special, the functions
+# scipy.stats.t and scipy.stats.nct call themselves (scipy 1.17: t.sf is
+# stdtr(df, -x), t.ppf is stdtrit(df, q), nct.cdf is nctdtr(df, nc, x), nct.sf
+# is _nct_sf clipped to [0, 1]); importing scipy.stats costs every notebook
+# that compares two means a second or more. tests/test_welch.py holds them
+# equal to scipy.stats.
+
+
+def _t_sf(x: float, df: float) -> float:
+    from scipy import special
+    return float(special.stdtr(df, -x))
+
+
+def _t_ppf(q: float, df: float) -> float:
+    from scipy import special
+    return float(special.stdtrit(df, q))
+
+
+def _nct_cdf(x: float, df: float, nc: float) -> float:
+    from scipy import special
+    return float(special.nctdtr(df, nc, x))
+
+
+def _nct_sf(x: float, df: float, nc: float) -> float:
+    import numpy as np
+    from scipy.special import _ufuncs
+    with np.errstate(over="ignore"):
+        return float(np.clip(_ufuncs._nct_sf(x, df, nc), 0, 1))
 
 
 __all__ = ["Difference", "difference", "power"]
@@ -40,7 +63,7 @@ class Difference:
         >>> round(lo, 2), round(hi, 2)
         (-4.81, 0.63)
         """
-        half = float(_stats().t.ppf(0.5 + level / 2, self.dof)) * self.se
+        half = _t_ppf(0.5 + level / 2, self.dof) * self.se
         return self.diff - half, self.diff + half
 
     def sentence(self, unit: str) -> str:
@@ -73,7 +96,7 @@ def difference(mean_before: float, sd_before: float, n_before: int,
     dof = (va + vb) ** 2 / ((va ** 2 / (n_before - 1) if va else 0) +
                             (vb ** 2 / (n_after - 1) if vb else 0))
     t = diff / se
-    p = 2 * _stats().t.sf(abs(t), dof)
+    p = 2 * _t_sf(abs(t), dof)
     return Difference(diff, se, t, dof, float(p),
                       diff / sd_before if sd_before else math.inf)
 
@@ -94,6 +117,6 @@ def power(effect: float, sd_before: float, sd_after: float, n: int,
     if se == 0:
         return 1.0 if effect else alpha
     dof = (va + vb) ** 2 / ((va ** 2 + vb ** 2) / (n - 1))
-    crit = float(_stats().t.ppf(1 - alpha / 2, dof))
+    crit = _t_ppf(1 - alpha / 2, dof)
     ncp = abs(effect) / se
-    return float(_stats().nct.sf(crit, dof, ncp) + _stats().nct.cdf(-crit, dof, ncp))
+    return _nct_sf(crit, dof, ncp) + _nct_cdf(-crit, dof, ncp)
