@@ -16,7 +16,7 @@ from numalab.lab.initramfs import InitConfig, init_script
 from numalab.lab.scx import (CLAIM_SITES, claim_site_name, init_section,
                              parse_scx_trace, parse_workload, port_masks, port_pick,
                              probe_lines, read_scx, scx_dumps, dump_name, run_row,
-                             compare_ranges)
+                             WON_NO_WAKER, compare_ranges)
 from numalab.lab.scxbuild import member_offset, parse_btf_raw
 
 LAB = Path(__file__).resolve().parents[1] / "data" / "lab"
@@ -168,6 +168,16 @@ def test_run_row_counts_a_committed_dump():
     assert row["wakeups"] == len(r.selects) == c["select_calls"]
     assert row["claims that won a CPU %"] == pytest.approx(100 * c["claims_won"] / c["claims"])
     assert row["node walks"] == 0
+    # the sync branch's claims of the waker's own CPU, counted claim by claim from the trace
+    sw = [ok for s in r.selects for _, ok, site in s.claims
+          if claim_site_name(r.release, site) == "sync_waker"]
+    assert row["claims of the waker's CPU (sync)"] == len(sw) > 0
+    assert row["claims of the waker's CPU that won"] == sum(sw)
+    won = sum(ok for s in r.selects for _, ok, _ in s.claims)
+    assert row[WON_NO_WAKER] == pytest.approx(100 * (won - sum(sw)) / (c["claims"] - len(sw)))
+    assert row[WON_NO_WAKER] != pytest.approx(row["claims that won a CPU %"])
+    assert row["mask stores at idle transitions per wakeup"] == pytest.approx(
+        c["update_cpu_mask_stores"] / len(r.selects))
 
 
 def test_compare_ranges():
@@ -342,20 +352,3 @@ def test_cli_refuses_in_one_line_and_shows_counts(capsys):
     out = capsys.readouterr().out
     assert "sched_ext: scx_simple, pernode idle masks" in out
     assert "pingpong-pin:4x30: claims " in out and "--sched-ext pernode" in out
-
-
-def test_repeats_table_starts_with_the_committed_runs():
-    """data/lab/scx/repeats.toml (shown on chapter 4's evidence page as
-    "recorded by hand, dumps not kept") lists the committed 16-vCPU dumps as
-    run 1: its counts must be theirs."""
-    import tomllib
-    from numalab import datasets as ds
-    from numalab.lab.scx import read_scx
-    scx = ds.repo_root() / "data" / "lab" / "scx"
-    rep = tomllib.loads((scx / "repeats.toml").read_text())
-    assert all(len(r["claims_won_pct"]) == len(rep["loadavg"]) for r in rep["runs"].values())
-    for mode, r in rep["runs"].items():
-        run = read_scx(scx / f"lab-7.2-scx-{mode}-16cpu-2n.tar.bz2")
-        c = run.counts()
-        assert round(c["claims"] / len(run.selects), 2) == r["claims_per_select"][0]
-        assert round(100 * c["claims_won"] / c["claims"]) == r["claims_won_pct"][0]

@@ -39,7 +39,7 @@ from . import LabError
 __all__ = ["FORMAT", "MODES", "WORKLOADS", "parse_workload", "probe_lines", "init_section",
            "Select", "Update", "Workload", "ScxRun", "parse_scx_trace", "read_scx",
            "WF_FORK", "WF_TTWU", "WF_SYNC", "PF_IDLE", "EBUSY", "MAX_CPUS",
-           "dump_name", "scx_dumps", "run_row", "compare_ranges"]
+           "dump_name", "scx_dumps", "run_row", "WON_NO_WAKER", "compare_ranges"]
 
 FORMAT = "numalab-scx/1"
 MODES = ("flat", "pernode")
@@ -344,7 +344,9 @@ class ScxRun:
         outcomes, claim attempts (idle ``cpu``-mask read-modify-writes at
         ``scx_idle_test_and_clear_cpu``), searches and node walks, updates
         that store (transitions, idle->idle refreshes) and those that do not,
-        picks landing on another node than ``prev_cpu``'s or the waker's."""
+        picks landing on another node than ``prev_cpu``'s or the waker's.
+        ``claims_at_SITE`` counts the claim attempts of one source step
+        (:func:`claim_site_name`), ``claims_won_at_SITE`` those that won."""
         sel, upd = self.in_workload(workload)
         c: Counter = Counter()
         c["select_calls"] = len(sel)
@@ -354,6 +356,7 @@ class ScxRun:
             c["claims_won"] += sum(ok for _, ok, _ in s.claims)
             for _, ok, site in s.claims:
                 c[f"claims_at_{claim_site_name(self.release, site)}"] += 1
+                c[f"claims_won_at_{claim_site_name(self.release, site)}"] += ok
             c["node_searches"] += len(s.searches)
             c["node_walks"] += s.walked
             c["sync_wakeups"] += bool(s.wake_flags & WF_SYNC)
@@ -734,15 +737,26 @@ def scx_dumps(scx_dir) -> list:
     return sorted(paths, key=dump_name)
 
 
+WON_NO_WAKER = "claims that won a CPU, waker's own CPU left out %"
+
+
 def run_row(path, run: ScxRun) -> dict:
     """One committed run's headline counts: machine, masks, run, wakeups,
-    claims per wakeup, the share of claims that won a CPU (%), node walks,
-    picks off ``prev_cpu``'s node (% of idle picks)."""
+    claims per wakeup, the share of claims that won a CPU (%), the same share
+    without the ``SCX_WAKE_SYNC`` branch's claims of the waker's own CPU
+    (:data:`WON_NO_WAKER`; 7.2 returns that CPU whether or not its claim won,
+    and it is running the waker), those claims and how many of them won,
+    idle-mask stores at idle transitions per wakeup, node walks, picks off
+    ``prev_cpu``'s node (% of idle picks)."""
     machine, mode, k = dump_name(path)
     c, n = run.counts(), len(run.selects)
+    sw, sw_won = c.get("claims_at_sync_waker", 0), c.get("claims_won_at_sync_waker", 0)
     return {"machine": machine, "masks": mode, "run": k, "wakeups": n,
             "claims per wakeup": c["claims"] / max(n, 1),
             "claims that won a CPU %": 100 * c["claims_won"] / max(c["claims"], 1),
+            WON_NO_WAKER: 100 * (c["claims_won"] - sw_won) / max(c["claims"] - sw, 1),
+            "claims of the waker's CPU (sync)": sw, "claims of the waker's CPU that won": sw_won,
+            "mask stores at idle transitions per wakeup": c["update_cpu_mask_stores"] / max(n, 1),
             "node walks": c.get("node_walks", 0),
             "picks off prev_cpu's node %": 100 * c.get("picks_off_prev_node", 0)
             / max(c.get("select_idle_picks", 0), 1)}
