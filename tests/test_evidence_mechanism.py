@@ -198,12 +198,12 @@ def test_chapter_one_sentences_follow_the_data():
     from numalab.models.machine.tables import compare_machines
     cmp = compare_machines({"a": two, "r": ring})
     text = T.describe_collection(cmp)
-    assert text.startswith("Of the 2 machines of this build, 2 have more than one NUMA node. ")
-    assert "On 1 of them the kernel sees more than two distance levels" in text
+    assert text.startswith("Of the 2 datasets of this build, 2 have more than one NUMA node. ")
+    assert "On 1 of them the kernel sees more than two distance levels, so more than one remote step" in text
     details = T.describe_details(cmp)
-    assert "1 of 2 machines has exactly two hop levels" in details
-    assert "The data of all 2 machines give a SLIT." in details
-    assert T.role_counts(cmp)["machines"].tolist() == [2]        # both synthetic: assumed
+    assert "1 of 2 datasets has exactly two hop levels" in details
+    assert "multi-node dump" not in details          # both synthetic: no dump to count
+    assert T.role_counts(cmp)["datasets"].tolist() == [2]        # both synthetic: assumed
     assert T.built_on(cmp, ["a"]).startswith("The machine collected for this book (`a`, measured)")
 
 
@@ -218,7 +218,7 @@ def test_chapter_one_sentences_give_the_machines_role():
     assert T.describe_distances("x", d) == T.describe_distances("x", d, role="")
     assert T.describe_hierarchy("x", d, role="assumed").startswith("`x` (assumed) has 2 CPUs")
     assert T.describe_hierarchy("dgx", d, role="published").endswith(
-        "Its file says which of these facts the patch published and which are assumed.")
+        "The table below gives which of these facts the patch published and which are assumed.")
 
 
 def test_chapter_one_sentences_stay_short():

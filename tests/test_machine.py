@@ -241,3 +241,68 @@ def test_quoted_c_is_parsed():
     lines = _c_lines(_quoted_c())
     assert lines[0] == "int nearest_node_nodemask(int node, nodemask_t *mask)"
     assert "if (dist < min_dist) {" in lines      # the strict < the port keeps
+
+
+def test_dataset_role_finds_fake_anywhere_in_the_name():
+    """hwloc's edited dumps are assumed wherever "fake" sits in the file name
+    (4fake-4gr1nu1pu, 64fake-4n2s2ca2c2t were labelled measured when only the
+    name's start was checked)."""
+    from numalab.models.machine.text import dataset_role
+    assert dataset_role("data/hwloc/linux/4fake-4gr1nu1pu.tar.bz2") == "assumed"
+    assert dataset_role("data/hwloc/linux/64fake-4n2s2ca2c2t.tar.bz2") == "assumed"
+    assert dataset_role("data/hwloc/linux/fakeheterocpunuma.tar.bz2") == "assumed"
+    assert dataset_role("data/hwloc/linux/16amd64-8n2c.tar.bz2") == "measured"
+    assert dataset_role("data/machines/dgx-1.toml") == "published"
+
+
+def test_collection_counts_distinct_machines_and_splits_by_role():
+    """Datasets that repeat a machine (an XML twin with a prime, a second
+    collection of the build machine) are one machine; the role table splits
+    the node counts by role; the distance sentence counts only multi-node
+    dumps with a table other than 10/20 and names a rejected distance."""
+    from numalab.models.machine import text as T
+    ring = load("numa:4 core:1", distances=RING)
+    two = load("numa:2 core:1")
+    one = load("core:2")
+    machines = {"a-20261123": two.replace(source="data/collected/a-20261123.tar.bz2"),
+                "a-20261125": two.replace(source="data/collected/a-20261125.tar.bz2"),
+                "r": ring.replace(source="data/hwloc/linux/r.tar.bz2"),
+                "r'": ring.replace(source="data/hwloc/xml/r.xml"),
+                "z": one.replace(source="data/hwloc/linux/z.tar.bz2", distances=[[0]]),
+                "f": ring.replace(source="data/hwloc/linux/4fake-x.tar.bz2")}
+    cmp = compare_machines(machines)
+    f = T.collection_facts(cmp)
+    assert (f["machines"], f["distinct machines"]) == (6, 4)
+    assert (f["multi-node dumps"], f["multi-node dumps with distances other than 10/20"]) == (4, 2)
+    text = T.describe_collection(cmp)
+    assert text.startswith("Of the 6 datasets of this build (4 distinct machines), 5 have more")
+    assert "1 hwloc XML export of a sysfs dump" in text and "1 more collection" in text
+    details = T.describe_details(cmp)
+    assert "2 of 4 multi-node dumps (measured) have distances other than" in details
+    assert "`z` has a distance outside 10-255" in details
+    roles = T.role_counts(cmp).set_index("role")
+    assert roles.loc["measured", "datasets"] == 5 and roles.loc["assumed", "more than two hop levels"] == 1
+    assert T.machine_key("x-20261125", "data/collected/x.tar.bz2") == "x"
+    assert T.machine_key("x-20261125", "data/hwloc/linux/x.tar.bz2") == "x-20261125"
+
+
+def test_published_machine_facts_by_role():
+    """The focus machine's facts by role come from its file's note; the
+    distances of every project machine file are listed as assumed."""
+    from numalab.datasets import data_dir, load_cached
+    from numalab.models.machine import text as T
+    from numalab.models.machine.tables import fact_roles
+    dgx = load_cached(str(data_dir() / "machines" / "dgx-1.toml"))
+    table = T.fact_roles_table(dgx)
+    assert table["role"].tolist() == ["published", "assumed"]
+    assert "40 physical cores" in table["facts"].iloc[0] and "80 threads" in table["facts"].iloc[1]
+    for toml in sorted((data_dir() / "machines").glob("*.toml")):
+        t = load_cached(str(toml))
+        assert "distance" in fact_roles(t).get("assumed", "").lower(), toml.name
+    assert T.fact_roles_table(load("numa:2 core:1")).empty
+
+
+def test_walk_ties_counts_the_ties_the_node_id_breaks():
+    from numalab.models.machine.text import walk_ties
+    assert walk_ties(load("numa:4 core:1", distances=RING)) == 4
+    assert walk_ties(load("numa:2 core:1")) == 0

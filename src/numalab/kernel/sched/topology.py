@@ -19,19 +19,26 @@ iterators in ``include/linux/topology.h``, with the kernel's names:
   nodemask, which the sched_ext caller notes is O(N^2) in the number of nodes.
 * :func:`node_distance` and :func:`numa_nearest_node`.
 
-Sources read. The stored ``torvalds/linux`` copy of ``kernel/sched/topology.c``
-(commit 664b0bae0b87, a v4.17-era tree) and of ``include/linux/topology.h``
-(commit 60c1b220d8bc, about v5.0) predate ``sched_numa_hop_mask()`` (v6.3)
-and ``for_each_node_numadist()`` (v6.15). The port therefore follows the
-newest text found through code search: ``sched_init_numa(int offline_node)``
-with ``for_each_cpu_node_but()`` over ``N_CPU`` nodes (the v6.0+ form after
-"sched/numa: Fix NUMA topology for systems with CPU-less nodes"),
-``sched_numa_hop_mask()`` and ``sched_numa_find_nth_cpu()`` as in v6.6-v6.13,
-and ``for_each_node_numadist()`` / ``nearest_node_nodemask()`` from the final
-(v11) series and the merged ``mm/mempolicy.c``. Kernels from v6.18 may route
-the distances used for sched domains through ``arch_sched_node_distance()``
-(an x86 override for some Intel parts); this port uses ``node_distance()``
-throughout, which is what every other architecture does.
+Sources read. The port follows Linux 7.2 (Debian's ``linux-source-7.2``
+tree): ``kernel/sched/topology.c`` for ``sched_init_numa(int offline_node)``
+(``sched_record_numa_dist()`` over the ``N_CPU`` nodes of
+``for_each_cpu_node_but()``; a distance outside [10, 255] warns "Invalid
+distance value range" and leaves no NUMA levels), ``sched_numa_hop_mask()``
+and ``sched_numa_find_nth_cpu()``; ``include/linux/topology.h`` and
+``mm/mempolicy.c`` for ``for_each_node_numadist()`` /
+``nearest_node_nodemask()`` (merged for v6.15).
+
+Simplifications, each the port's and not the kernel's:
+
+* 7.2 builds the hop levels and masks from ``arch_sched_node_distance()``.
+  Its x86 override (``arch/x86/kernel/smpboot.c``) differs from
+  ``node_distance()`` only on multi-socket Granite Rapids / Darkmont parts
+  with at least three nodes per package (SNC-3): it averages the off-package
+  distances so the table becomes symmetric. This port uses
+  ``node_distance()`` throughout, what every other architecture does; on
+  such a machine its levels would differ from 7.2's.
+* ``sched_numa_find_closest()`` picks with ``cpumask_any_and_distribute()``
+  in 7.2 (rotating among the hits); the port returns the lowest hit.
 
 Masks are ints (bit i = CPU i, :mod:`numalab.cpumask`); nodemasks are ints
 too (bit n = node n). Where the kernel returns ``ERR_PTR()`` or ``NULL`` the
@@ -252,8 +259,9 @@ def for_each_numa_hop_mask(state: NumaState, node: int) -> Iterator[int]:
 
 def sched_numa_find_closest(state: NumaState, topo: Topology, cpus: int, cpu: int) -> int | None:
     """``sched_numa_find_closest(cpus, cpu)``: a CPU of ``cpus`` in the
-    nearest hop of ``cpu``'s node (``cpumask_any_and``, i.e. the lowest),
-    or None (the kernel's ``nr_cpu_ids``)."""
+    nearest hop of ``cpu``'s node, or None (the kernel's ``nr_cpu_ids``).
+    Simplified: 7.2 picks with ``cpumask_any_and_distribute()`` (rotating
+    among the hits); the port returns the lowest hit."""
     j = topo.cpu_to_node(cpu)
     for i in range(state.levels):
         m = state.masks[i].get(j)

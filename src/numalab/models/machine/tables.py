@@ -29,7 +29,7 @@ from ...topology.model import Topology
 
 __all__ = ["LEVELS", "level_order", "hierarchy_table", "hierarchy_rects", "distance_table",
            "hop_order_table", "node_pair_table", "compare_machines", "reader_notes",
-           "MACHINE_TABLE_COLUMNS", "machine_table", "pick_focus", "pick_contrast", "HEADERS",
+           "MACHINE_TABLE_COLUMNS", "machine_table", "fact_roles", "pick_focus", "pick_contrast", "HEADERS",
            "readable"]
 
 #: The levels of the hierarchy drawing, outermost first.
@@ -249,8 +249,13 @@ def compare_machines(machines: dict[str, Topology]) -> pd.DataFrame:
     with CPUs), ``smt`` (most threads per core), ``cluster_size`` (most CPUs
     per cluster), ``distance_levels`` (``sched_domains_numa_levels``),
     ``distance_min`` / ``distance_max`` (off-diagonal; NaN with one node),
-    ``distance_ratio`` (max / min off-diagonal), ``slit`` (True when the dump
-    gave a table, False for the 10/20 default), ``cluster_source`` (where
+    ``distance_ratio`` (max / min off-diagonal; over every node, memory-only
+    nodes included), ``slit`` (True when the dump gave a table, False for
+    the 10/20 default), ``slit_default`` (every distance equals the kernel's
+    default, 10 local and 20 remote, whether given or not),
+    ``distance_invalid`` (``sched_init_numa()`` rejected a distance outside
+    [10, 255] and built no levels), ``distances_assumed`` (a machine file
+    whose note lists its distances under "Assumed:"), ``cluster_source`` (where
     the cluster masks came from: "sysfs", or a fallback such as "l2" or
     "self"; several joined with "+"), ``source``, ``note_count`` and
     ``notes`` (the reader's notes, ``meta["notes"]``: the quirks it read
@@ -290,11 +295,42 @@ def compare_machines(machines: dict[str, Topology]) -> pd.DataFrame:
             "distance_max": max(off) if off else float("nan"),
             "distance_ratio": (max(off) / min(off)) if off else float("nan"),
             "slit": bool(t.distances),
+            "slit_default": all(node_distance(t, a, b) == (10 if a == b else 20)
+                                for a in t.node_ids for b in t.node_ids),
+            "distance_invalid": "Invalid distance value range" in state.warnings,
+            "distances_assumed": _distances_assumed(t),
             "cluster_source": "+".join(sources),
             "source": t.source,
             **reader_notes(t),
         })
     return pd.DataFrame(rows)
+
+
+def fact_roles(topo: Topology) -> dict[str, str]:
+    """The facts of a machine file (``.toml``) by role, from its note: the
+    text after each ``Published:``, ``Derived:`` or ``Assumed:`` label, up
+    to the next label, with line breaks joined. ``{}`` for a machine
+    without such a note (a dump, a synthetic string).
+
+    >>> from numalab.topology import load
+    >>> t = load("numa:2 core:1")
+    >>> t.meta["note"] = "Published: 2 nodes.\\nAssumed: one core\\nper node."
+    >>> fact_roles(t)
+    {'published': '2 nodes.', 'assumed': 'one core per node.'}
+    """
+    import re
+    note = str(topo.meta.get("note", "") or "")
+    parts = re.split(r"(?:^|\n)(Published|Derived|Assumed):\s*", note)
+    out: dict[str, str] = {}
+    for name, text in zip(parts[1::2], parts[2::2]):
+        out[name.lower()] = " ".join(text.split())
+    return out
+
+
+def _distances_assumed(topo: Topology) -> bool:
+    """True for a machine file whose note lists the distances among the
+    assumed facts (no patch publishes a SLIT)."""
+    return "distance" in fact_roles(topo).get("assumed", "").lower()
 
 
 def reader_notes(topo: Topology) -> dict[str, object]:

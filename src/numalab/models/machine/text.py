@@ -15,6 +15,7 @@ machine of the build; a failure stops the build with the sentence quoted.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -27,32 +28,52 @@ from ...topology.model import Topology
 
 __all__ = ["dataset_role", "describe_hierarchy", "describe_distances", "describe_hops",
            "describe_walk", "describe_collection", "describe_details", "built_on", "role_counts",
-           "collection_facts", "check_hop_claims", "ROLE_NOTE"]
+           "collection_facts", "check_hop_claims", "ROLE_NOTE", "machine_key", "fact_roles_table", "walk_ties"]
 
 ROLE_NOTE = {
-    "measured": "read from a dump of a real machine (sysfs, hwloc XML or lscpu)",
-    "published": "described from a patch's published facts; values it does not give "
-                 "(such as SLIT distances) are assumed, as its file says",
-    "assumed": "a synthetic shape, or a dump hwloc's developers edited to exercise an "
-               "unusual case (names starting with fake)",
+    "measured": "a dump of a real machine (sysfs, hwloc XML or lscpu)",
+    "published": "a patch's published facts; what it does not give (such as SLIT distances) "
+                 "is assumed, as its file says",
+    "assumed": "a synthetic shape, or a dump hwloc's developers edited (fake in its name)",
 }
 
 
 def dataset_role(source: str) -> str:
     """The role of a machine's facts: ``measured`` for a dump, ``published``
     for a ``.toml`` description of a patch's machine, ``assumed`` for a
-    synthetic string or a dump whose name starts with ``fake`` (hwloc's
-    developers edited those, data/hwloc/README.md says).
+    synthetic string or a dump with ``fake`` anywhere in its file name
+    (hwloc's developers edited those, data/hwloc/README.md says: besides
+    ``fake...``, also ``4fake-4gr1nu1pu`` and ``64fake-4n2s2ca2c2t``).
 
     >>> dataset_role("data/hwloc/linux/fakeheterocpunuma.tar.bz2")
+    'assumed'
+    >>> dataset_role("data/hwloc/linux/64fake-4n2s2ca2c2t.tar.bz2")
     'assumed'
     """
     s = str(source)
     if s.endswith(".toml"):
         return "published"
     if Path(s).suffix or "/" in s:
-        return "assumed" if Path(s).name.startswith("fake") else "measured"
+        return "assumed" if "fake" in Path(s).name.lower() else "measured"
     return "assumed"
+
+
+def machine_key(label: str, source: str = "") -> str:
+    """The machine a dataset describes, to count distinct machines.
+
+    Two datasets name one machine when their labels differ only by the
+    primes ``'`` that :func:`numalab.datasets.load_datasets` appends to a
+    repeated name (an hwloc XML export beside the sysfs dump of the same
+    name), or, for dumps made by ``numalab collect`` (``collected`` in the
+    path), only by the trailing ``-YYYYMMDD`` date of the collection.
+
+    >>> machine_key("16em64t-4s2c2t'"), machine_key("x86-2cpu-1n-20261125", "data/collected/x.tar.bz2")
+    ('16em64t-4s2c2t', 'x86-2cpu-1n')
+    """
+    key = label.rstrip("'")
+    if "collected" in Path(str(source)).parts:
+        key = re.sub(r"-\d{8}$", "", key)
+    return key
 
 
 def _sources(topo: Topology) -> str:
@@ -71,12 +92,12 @@ def describe_hierarchy(label: str, topo: Topology, role: str = "") -> str:
     """Three short sentences on the focus machine's levels, from its counts
     (each at most 3 numbers, the book's limit for a generated sentence).
     ``role``: the role of the machine's facts (:func:`dataset_role`); a
-    published machine gets a fourth sentence saying its file separates the
-    published facts from the assumed ones.
+    published machine gets a fourth sentence pointing to the table of its
+    facts by role (:func:`fact_roles_table`), which the chapter shows next.
 
     >>> from numalab.topology import load
     >>> describe_hierarchy("m", load("numa:2 core:2"), role="published").split(". ")[-1]
-    'Its file says which of these facts the patch published and which are assumed.'
+    'The table below gives which of these facts the patch published and which are assumed.'
     """
     c = topo.counts()
     smt = max((m.bit_count() for m in topo.cores()), default=1)
@@ -92,8 +113,25 @@ def describe_hierarchy(label: str, topo: Topology, role: str = "") -> str:
         s += f"They are grouped in {c['cluster']} clusters of up to {cl} CPUs"
     s += f" (clusters from the {_describe_source(_sources(topo))})."
     if role == "published":
-        s += " Its file says which of these facts the patch published and which are assumed."
+        s += " The table below gives which of these facts the patch published and which are assumed."
     return s
+
+
+def fact_roles_table(topo: Topology) -> pd.DataFrame:
+    """The facts of a machine file by role (published, derived, assumed), as
+    its note states them: one row per role, columns ``role`` and ``facts``;
+    empty for a machine without such a note (a dump, a synthetic string).
+
+    >>> from numalab.topology import load
+    >>> t = load("numa:2 core:1")
+    >>> t.meta["note"] = "Published: 2 nodes.\\nAssumed: one core per node."
+    >>> fact_roles_table(t).values.tolist()
+    [['published', '2 nodes.'], ['assumed', 'one core per node.']]
+    """
+    from .tables import fact_roles
+    roles = fact_roles(topo)
+    rows = [{"role": r, "facts": roles[r]} for r in ("published", "derived", "assumed") if r in roles]
+    return pd.DataFrame(rows, columns=["role", "facts"])
 
 
 def _describe_source(src: str) -> str:
@@ -156,14 +194,26 @@ def describe_hops(label: str, topo: Topology, node: int) -> str:
     return s
 
 
+def walk_ties(topo: Topology) -> int:
+    """How many times the node walks of ``topo`` (``for_each_node_numadist()``
+    from every node) meet two nodes at the same distance in a row: the ties
+    the walk breaks by node id.
+
+    >>> from numalab.topology import load
+    >>> walk_ties(load("numa:3 core:1")), walk_ties(load("numa:2 core:1"))
+    (3, 0)
+    """
+    ties = 0
+    for n in topo.node_ids:
+        d = [node_distance(topo, n, m) for m in for_each_node_numadist(topo, n)]
+        ties += sum(1 for a, b in zip(d, d[1:]) if a == b)
+    return ties
+
+
 def describe_walk(label: str, topo: Topology) -> str:
     """How many ties the node walk breaks by node id on this machine."""
-    ids = [n for n in topo.node_ids]
-    ties = 0
-    for n in ids:
-        order = list(for_each_node_numadist(topo, n))
-        d = [node_distance(topo, n, m) for m in order]
-        ties += sum(1 for a, b in zip(d, d[1:]) if a == b)
+    ids = list(topo.node_ids)
+    ties = walk_ties(topo)
     if ties == 0:
         return (f"On `{label}`, no walk from its {len(ids)} nodes meets two nodes at the "
                 "same distance, so node ids never decide the order.")
@@ -171,10 +221,29 @@ def describe_walk(label: str, topo: Topology) -> str:
             f"{plural(ties, 'tie')} of distance, each broken by node id.")
 
 
+def _roles(cmp: pd.DataFrame) -> pd.Series:
+    """The role of each row's facts (:func:`dataset_role` of its source)."""
+    return pd.Series([dataset_role(x) for x in cmp["source"]], index=cmp.index)
+
+
+def _repeats(cmp: pd.DataFrame) -> tuple[int, int]:
+    """``(XML twins, repeated collections)``: datasets whose label ends with
+    a prime (an hwloc XML export named like a sysfs dump already loaded),
+    and dumps of ``numalab collect`` that repeat a machine collected before."""
+    twins = int(cmp["machine"].str.endswith("'").sum())
+    coll = cmp[[("collected" in Path(str(x)).parts) for x in cmp["source"]]]
+    again = len(coll) - len({machine_key(m, x) for m, x in zip(coll["machine"], coll["source"])})
+    return twins, again
+
+
 def collection_facts(cmp: pd.DataFrame) -> dict[str, int]:
-    """Counts over the compared machines (a :func:`compare_machines` table)."""
+    """Counts over the compared machines (a :func:`compare_machines` table;
+    one row per dataset, which :func:`machine_key` groups into machines)."""
+    role = _roles(cmp)
+    multi_dump = (role == "measured") & (cmp["nodes"] > 1)
     return {
         "machines": len(cmp),
+        "distinct machines": len({machine_key(m, x) for m, x in zip(cmp["machine"], cmp["source"])}),
         "single-node machines": int((cmp["nodes"] == 1).sum()),
         "machines with memory-only nodes": int((cmp["memory_only_nodes"] > 0).sum()),
         "machines with more than 2 hop levels": int((cmp["distance_levels"] > 2).sum()),
@@ -183,42 +252,71 @@ def collection_facts(cmp: pd.DataFrame) -> dict[str, int]:
         "machines whose clusters came from sysfs":
             int(cmp["cluster_source"].str.contains("sysfs").sum()),
         "machines without a SLIT (10/20 default)": int((~cmp["slit"]).sum()),
+        "multi-node dumps": int(multi_dump.sum()),
+        "multi-node dumps with distances other than 10/20":
+            int((multi_dump & ~cmp["slit_default"]).sum()),
         "machines whose reader left notes": int((cmp.get("note_count", 0) > 0).sum())
         if "note_count" in cmp else 0,
     }
 
 
 def describe_collection(cmp: pd.DataFrame) -> str:
-    """The collection's node structure in two short sentences, every count
-    with its scope (the chapter's verdict for the reviewer's guide)."""
+    """The collection's node structure in short sentences, every count with
+    its scope (the chapter's verdict for the reviewer's guide): datasets and
+    the distinct machines they describe, how many have several nodes and
+    more than one remote step, and which datasets repeat a machine."""
     f = collection_facts(cmp)
-    n = f["machines"]
+    n, k = f["machines"], f["distinct machines"]
     multi = n - f["single-node machines"]
     more = f["machines with more than 2 hop levels"]
-    s = (f"Of the {n} {plural(n, 'machine')} of this build, {multi} "
+    distinct = f" ({k} distinct {plural(k, 'machine')})" if k != n else ""
+    s = (f"Of the {n} {plural(n, 'dataset')} of this build{distinct}, {multi} "
          f"{plural(multi, 'has', 'have')} more than one NUMA node. ")
     if more:
-        s += (f"On {more} of them the kernel sees more than two distance levels, so the order "
-              "in which it walks the nodes matters.")
+        s += (f"On {more} of them the kernel sees more than two distance levels, so more "
+              "than one remote step exists.")
     else:
-        s += ("None has more than two distance levels (local and remote), so the order in "
-              "which the kernel walks the nodes never matters here.")
+        s += ("None has more than two distance levels (local and remote): one remote step "
+              "only.")
+    twins, again = _repeats(cmp)
+    parts = []
+    if twins:
+        parts.append(f"{twins} hwloc XML {plural(twins, 'export')} of a sysfs dump of the same "
+                     "name (a prime, `'`, ends the label)")
+    if again:
+        parts.append(f"{again} more {plural(again, 'collection')} of the build machine")
+    if parts:
+        s += " The datasets that repeat a machine are " + " and ".join(parts) + "."
     return s
 
 
 def describe_details(cmp: pd.DataFrame) -> str:
-    """The rest of the collection's counts, in short sentences."""
+    """The rest of the collection's counts, in short sentences. The
+    distances: how many multi-node dumps have a table other than the
+    kernel's 10/20 default, that the published machines' tables are
+    assumed, and which dumps hold a distance the kernel rejects."""
     f = collection_facts(cmp)
     n = f["machines"]
     two, smt = f["machines with exactly 2 hop levels"], f["machines with SMT"]
-    slit = n - f["machines without a SLIT (10/20 default)"]
     mem = f["machines with memory-only nodes"]
-    s = (f"{count_of(two, n, 'machine').capitalize()} {plural(two, 'has', 'have')} exactly two "
+    s = (f"{count_of(two, n, 'dataset').capitalize()} {plural(two, 'has', 'have')} exactly two "
          f"hop levels, local and remote. ")
-    s += f"{count_of(smt, n, 'machine').capitalize()} {plural(smt, 'has', 'have')} SMT. "
-    s += f"{count_of(mem, n, 'machine').capitalize()} {plural(mem, 'has', 'have')} memory-only nodes. "
-    s += f"The data of {count_of(slit, n, 'machine')} give a SLIT"
-    return s + ("." if slit == n else "; the others get the kernel's default distances.")
+    s += f"{count_of(smt, n, 'dataset').capitalize()} {plural(smt, 'has', 'have')} SMT. "
+    s += f"{count_of(mem, n, 'dataset').capitalize()} {plural(mem, 'has', 'have')} memory-only nodes."
+    dumps, other = f["multi-node dumps"], f["multi-node dumps with distances other than 10/20"]
+    if dumps:
+        s += (f" {count_of(other, dumps, 'multi-node dump').capitalize()} (measured) "
+              f"{plural(other, 'has', 'have')} distances other than the kernel's default "
+              "10/20.")
+    pub = cmp[_roles(cmp) == "published"]
+    assumed = int(pub["distances_assumed"].sum()) if "distances_assumed" in pub else 0
+    if len(pub):
+        s += (f" The tables of {count_of(assumed, len(pub), 'published machine')} are assumed"
+              " (no patch gives one).")
+    for label in cmp.loc[cmp.get("distance_invalid", False) == True, "machine"]:  # noqa: E712
+        s += (f" `{label}` has a distance outside 10-255: the kernel's `sched_init_numa()` "
+              "rejects it (\"Invalid distance value range\") and builds no NUMA levels.")
+    return s
 
 
 def built_on(cmp: pd.DataFrame, labels: list[str]) -> str:
@@ -237,12 +335,20 @@ def built_on(cmp: pd.DataFrame, labels: list[str]) -> str:
 
 
 def role_counts(cmp: pd.DataFrame) -> pd.DataFrame:
-    """How many machines of the build have each role (measured, published,
-    assumed), with what the role means: a small table for the opening."""
-    roles = [dataset_role(x) for x in cmp["source"]]
-    rows = [{"role": r, "machines": roles.count(r), "what it is": ROLE_NOTE[r]}
-            for r in ("measured", "published", "assumed") if r in roles]
-    return pd.DataFrame(rows, columns=["role", "machines", "what it is"])
+    """How many datasets of the build have each role (measured, published,
+    assumed), how many of those have more than one node and more than two
+    hop levels, with what the role means: a small table for the opening."""
+    roles = _roles(cmp)
+    rows = []
+    for r in ("measured", "published", "assumed"):
+        sel = cmp[roles == r]
+        if len(sel):
+            rows.append({"role": r, "datasets": len(sel),
+                         "more than one node": int((sel["nodes"] > 1).sum()),
+                         "more than two hop levels": int((sel["distance_levels"] > 2).sum()),
+                         "what it is": ROLE_NOTE[r]})
+    return pd.DataFrame(rows, columns=["role", "datasets", "more than one node",
+                                       "more than two hop levels", "what it is"])
 
 
 def check_hop_claims(machines: dict[str, Topology]) -> int:
