@@ -117,6 +117,17 @@ def test_lab_placement_matches_traces():
     # (as for the published lines), so only its kind is compared
     bound = lp[lp.measured_kinds == "bound kworker"]
     assert len(bound) and bound.same_cpus.all(), bound[["dump", "measured_cpus", "model_cpus"]]
+    # port_cpus: the port's CPU where the probe ran in a bound kworker, "caller" where
+    # pci_call_probe() returned nr_cpu_ids (the calling worker, whose CPU is not predicted)
+    for r in lp.itertuples():
+        toks = r.port_cpus.split(",")
+        assert len(toks) == r.devices
+        if r.model_kinds == "bound kworker":
+            assert toks == r.model_cpus.split(","), r
+        else:
+            assert set(toks) == {"caller"}, r
+    caller = lp[lp.cmdline.str.contains("isolcpus") | (lp.policy == "pf-wq-worker")]
+    assert caller.port_cpus.str.split(",").map(set).eq({"caller"}).all()
 
 
 def test_catalogue_totals_from_before_lines_only():

@@ -194,14 +194,23 @@ class Fit:
         return self.cpu_ms / (self.cpu_ms + self.wait_ms)
 
     def summary(self) -> str:
-        s = (f"NVMe probe: cpu {self.cpu_ms:.1f} ± {self.cpu_err:.1f} ms, wait "
-             f"{self.wait_ms:.1f} ± {self.wait_err:.1f} ms (rounds={self.rounds}, "
-             f"relative RMS {100 * self.rel_rms:.1f} %)")
+        """One line: the fitted CPU and wait times with their errors. With a
+        bootstrap the errors are its standard deviations (the model's times
+        jump at time-slice and tick boundaries, so the covariance error of a
+        fit sitting on such a jump can read "± 0.0"); without one, the
+        covariance's 1-sigma errors, so labelled.
+
+        >>> Fit(17.5, 17.5, 4, 0.0, 0.7, 0.044, bootstrap={"n": 50, "cpu_mean": 17.6,
+        ...     "cpu_std": 0.3, "wait_mean": 17.7, "wait_std": 0.6}).summary()
+        'NVMe probe: cpu 17.5 ± 0.3 ms, wait 17.5 ± 0.6 ms (bootstrap standard deviations of 50 refits; rounds=4, relative RMS 4.4 %)'
+        """
         if self.bootstrap:
-            s += (f"; bootstrap: cpu {self.bootstrap['cpu_mean']:.1f} ± "
-                  f"{self.bootstrap['cpu_std']:.1f}, wait {self.bootstrap['wait_mean']:.1f} ± "
-                  f"{self.bootstrap['wait_std']:.1f} ms")
-        return s
+            ce, we = self.bootstrap["cpu_std"], self.bootstrap["wait_std"]
+            how = f"bootstrap standard deviations of {self.bootstrap['n']} refits"
+        else:
+            ce, we, how = self.cpu_err, self.wait_err, "covariance 1-sigma errors"
+        return (f"NVMe probe: cpu {self.cpu_ms:.1f} ± {ce:.1f} ms, wait {self.wait_ms:.1f} ± "
+                f"{we:.1f} ms ({how}; rounds={self.rounds}, relative RMS {100 * self.rel_rms:.1f} %)")
 
 
 def _fit_one(topo, obs, rounds, x0, sources=SOURCES, search=True, params=None):
@@ -509,7 +518,10 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
     (*measured*) next to the model's, sorted by CPU. Columns: dump, kernel,
     policy, devices, measured_cpus, model_cpus, measured_kinds, model_kinds,
     same_cpus, same_kinds, cmdline (the boot's isolcpus=/nohz_full=, which the
-    model is given), same_llcs.
+    model is given), same_llcs, port_cpus (per probe, sorted: the CPU the
+    port of ``pci_call_probe()`` chose, or "caller" where it returned
+    ``nr_cpu_ids`` and the probe ran in the calling worker, whose CPU the
+    scheduler picks and the model only assumes).
     """
     import pandas as pd
     from ...datasets import lab_datasets
@@ -546,6 +558,9 @@ def lab_placement(dumps=None, seed: int = 0, nvme: dict | None = None):
                      "model_cpus": ",".join(str(c) for c, _ in mod),
                      "measured_kinds": ", ".join(sorted({k for _, k in meas})),
                      "model_kinds": ", ".join(sorted({k for _, k in mod})),
+                     "port_cpus": ",".join(sorted((str(c) for c, k in mod if k == "bound kworker"),
+                                                  key=int)
+                                           + ["caller"] * sum(k != "bound kworker" for _, k in mod)),
                      "same_cpus": [c for c, _ in meas] == [c for c, _ in mod],
                      "same_kinds": [k for _, k in meas] == [k for _, k in mod],
                      "cmdline": " ".join(w for w in (d.manifest.get("qemu") or {}).get(

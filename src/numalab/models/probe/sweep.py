@@ -139,22 +139,11 @@ def boot_bands(by_rounds: dict, best_rounds: int, devices_per_node: Iterable[int
 def boot_bands_cached(cache_dir=None, **kw):
     """:func:`boot_bands` with an on-disk cache, as
     :func:`numalab.models.probe.calibrate.fit_nvme_cached` does for the fit:
-    the same arguments and model code give the stored DataFrame; the chapter
-    and its evidence page run at once and ask for the same band, so the first
-    takes the key's lock and computes, the other waits and reads it.
+    the same arguments and model code give the stored DataFrame (the key's
+    lock makes two pages asking at once compute it once); only chapter 3's
+    evidence page shows the band, as resting on the model's own rules.
     ``cache_dir`` defaults to ``.numalab-cache/probe-bands`` in the checkout."""
     from ...diskcache import cached
     from .calibrate import _model_fingerprint
     return cached("probe-bands", {"kw": kw, "code": _model_fingerprint()},
                   lambda: boot_bands(**kw), cache_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        out = stored()
-        if out is None:
-            out = boot_bands(**kw)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as f:
-                pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.replace(path)
-    return out
