@@ -958,8 +958,9 @@ def load_gate(record: dict, cpus: int) -> dict:
 
 
 #: The two groups :func:`run_groups` names: the shared counter's two-thread
-#: rate high or low relative to two threads of per-CPU adds.
-GROUPS = ("shared counter fast", "shared counter slow")
+#: rate high or low relative to two threads of per-CPU adds, with work
+#: between operations (at zero work the slow group's puts may be the faster).
+GROUPS = ("fast with work", "slow with work")
 
 
 def run_groups(records: dict[str, dict], work_ns: float | None = None,
@@ -988,7 +989,7 @@ def run_groups(records: dict[str, dict], work_ns: float | None = None,
     ...                                                       row("percpu", "get", 50e6)]}}
     >>> g = run_groups({"q": {"runs": [run(32e6), run(33e6), run(17e6), run(31e6)]}})
     >>> g["group"].tolist(), bool(g["split"].iloc[0])
-    (['shared counter fast', 'shared counter fast', 'shared counter slow', 'shared counter fast'], True)
+    (['fast with work', 'fast with work', 'slow with work', 'fast with work'], True)
     """
     import math
 
