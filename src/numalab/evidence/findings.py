@@ -303,9 +303,27 @@ def _verdict_sources(mine: list[Finding]) -> tuple[list[Finding], bool]:
 def _verdict(mine: list[Finding], titles: dict[str, str]) -> str:
     src, whole = _verdict_sources(mine)
     roles = [r for r in GUIDE_ROLES if any(r in finding_roles(f) for f in src)]
-    parts = [f"{_claims(f.text) if whole else _first_sentence(f.text)} ({_where(f, titles)})"
+    parts = [f"{_unlead(_claims(f.text) if whole else _first_sentence(f.text))} ({_where(f, titles)})"
              for f in src]
     return f"**Verdict** ({', '.join(roles) or 'computed'}): " + " ".join(parts)
+
+
+def _unlead(text: str) -> str:
+    """A verdict's text without its own bold lead ("**Measured here**: ..."),
+    which the guide's "**Verdict** (role):" replaces.
+
+    >>> _unlead("**Measured here** (6 runs): with 40 ns of work it was slower.")
+    '(6 runs): with 40 ns of work it was slower.'
+    >>> _unlead("**Measured here**: slower.")
+    'Slower.'
+    >>> _unlead("Slower on 3 of 4.")
+    'Slower on 3 of 4.'
+    """
+    m = re.match(r"^\*\*[^*]+\*\*\s*:?\s*", text)
+    if not m:
+        return text
+    rest = text[m.end():]
+    return rest[:1].upper() + rest[1:] if m.group(0).rstrip().endswith(":") else rest
 
 
 def _facts(mine: list[Finding], titles: dict[str, str]) -> str:
