@@ -86,3 +86,14 @@ def test_effective_rule_verdict_is_the_fixed_order_s(monkeypatch):
     d2 = NS(name="y", kernel_version="7.2",
             nvme=[NS(irqs=[irq(0b11, 1, 1)]), NS(irqs=[irq(0b11, 0, 1)])])
     assert RP.effective_rule_table([d2]).iloc[0]["verdict"] == "held"
+
+
+def test_unequal_clusters_on_the_arm64_boots():
+    """The arm64 boots hold one equal-cluster control (a single cluster)."""
+    from numalab.lab import arm64 as A64
+    try:
+        cfg = A64.configurations(A64.table(A64.runs()))
+    except Exception as e:                       # noqa: BLE001 - records not in this tree
+        pytest.skip(f"arm64 records: {e}")
+    une = report.unequal_clusters(cfg)
+    assert une.any() and not une.all()

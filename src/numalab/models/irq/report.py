@@ -31,7 +31,7 @@ import pandas as pd
 from ...evidence.prose import say
 
 __all__ = ["between", "stacking_row", "arm64_queue_table", "fewer_queue_configs",
-           "measured_routing_inputs", "effective_rule_table"]
+           "measured_routing_inputs", "effective_rule_table", "unequal_clusters"]
 
 
 def between(lo, hi, unit: str = "") -> str:
@@ -103,6 +103,20 @@ def fewer_queue_configs(configs: pd.DataFrame) -> int:
         return [int(x) for x in str(s).split(" or ")]
     return sum(1 for a, b in zip(configs["queues 7.2"], configs["queues 7.2-rotate"])
                if max(nums(b)) < min(nums(a)))
+
+
+def unequal_clusters(configs: pd.DataFrame) -> pd.Series:
+    """Per configuration of :func:`numalab.lab.arm64.configurations`, True
+    when its clusters (the ``clusters`` column: CPU lists joined by " / ")
+    are not all of one size -- the case where rotate can leave a mask empty;
+    a configuration of equal clusters is a control.
+
+    >>> unequal_clusters(pd.DataFrame({"clusters": ["0-3 / 4", "0-4", "0-1 / 2-3"]})).tolist()
+    [True, False, False]
+    """
+    from ...cpumask import parse_cpulist
+    return configs["clusters"].map(
+        lambda c: len({parse_cpulist(x.strip()).bit_count() for x in str(c).split("/")}) > 1)
 
 
 def measured_routing_inputs(dump) -> tuple[list[list[int]], list[list[int | None]]]:
