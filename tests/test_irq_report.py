@@ -64,3 +64,36 @@ def test_measured_routing_inputs_are_the_dump_s_masks():
         assert len(m) == len(e) and all(x for x in m)
         # a delivered interrupt's effective CPU is one of its mask's CPUs
         assert all(c is None or (mask >> c) & 1 for mask, c in zip(m, e))
+
+
+def test_effective_rule_verdict_is_the_fixed_order_s(monkeypatch):
+    """A dump reproduced only in an order found after the fact is 'failed'."""
+    from numalab.models.irq import report as RP
+    from types import SimpleNamespace as NS
+
+    def irq(mask, eff, q):
+        return NS(queue=q, smp_affinity=mask, effective_affinity=1 << eff)
+    # two controllers on CPUs 0-1: the rule, controller 0 first, gives 1 then 0;
+    # the dump says controller 0 got CPU 0 (controller 1 activated first)
+    d = NS(name="x", kernel_version="7.2",
+           nvme=[NS(irqs=[irq(0b11, 0, 1)]), NS(irqs=[irq(0b11, 1, 1)])])
+    import numalab.lab.dump as dump_mod
+    monkeypatch.setattr(dump_mod, "LabDump", NS)      # the stand-ins count as read dumps
+    t = RP.effective_rule_table([d])
+    row = t.iloc[0]
+    assert (row["vectors"], row["some order"], row["in order"]) == (2, 2, 0)
+    assert row["verdict"] == "failed"
+    d2 = NS(name="y", kernel_version="7.2",
+            nvme=[NS(irqs=[irq(0b11, 1, 1)]), NS(irqs=[irq(0b11, 0, 1)])])
+    assert RP.effective_rule_table([d2]).iloc[0]["verdict"] == "held"
+
+
+def test_unequal_clusters_on_the_arm64_boots():
+    """The arm64 boots hold one equal-cluster control (a single cluster)."""
+    from numalab.lab import arm64 as A64
+    try:
+        cfg = A64.configurations(A64.table(A64.runs()))
+    except Exception as e:                       # noqa: BLE001 - records not in this tree
+        pytest.skip(f"arm64 records: {e}")
+    une = report.unequal_clusters(cfg)
+    assert une.any() and not une.all()

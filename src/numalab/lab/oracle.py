@@ -11,7 +11,8 @@ patch: a dump of the rotate build (patch 004) is compared with the port's
 ``variant="rotate"``, each controller with the ``spread_offset`` of the
 ``group_cpus_evenly()`` call (counted through its traced callers, from
 boot) whose rotate masks are the kernel's (:func:`rotate_offsets`; the
-patch's counter starts at 0 at boot, so the k-th call got offset k);
+patch's counter starts at 0 at boot, so the k-th call got offset k; which
+call was whose is chosen to match the masks, so those rows are fitted);
 :func:`probe_vs_model` sets a dump's real probe placement beside the probe
 model's policy on the same machine.
 """
@@ -135,8 +136,13 @@ def rotate_offsets(dump, topo=None) -> dict[str, int]:
     order, earliest call first) under which every controller's masks are
     the port's -- any such assignment gives the same masks. Raises LabError
     when no assignment exists (a controller fits no traced call, or two
-    controllers only the same one), so the offsets returned are measured
-    (call counting) and checked (masks), not assumed.
+    controllers only the same one).
+
+    Roles: the set of offsets is measured (call counting); which controller
+    had which call is not recorded (the traced caller's line does not name
+    the device), so it is chosen to match
+    the masks -- fitted. A rotate controller's masks equal to the port's is
+    therefore consistency with one of the traced calls, not a prediction.
     """
     d = _dump(dump)
     topo = topo if topo is not None else load(d.path)

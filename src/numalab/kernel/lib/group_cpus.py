@@ -89,7 +89,7 @@ __all__ = [
 ]
 
 UINT_MAX = 0xFFFFFFFF
-_U32 = 0xFFFFFFFF
+_U32 = 0xFFFFFFFF          # masks a sum to 32 bits: C's unsigned int wrap
 VARIANTS = ("mainline", "rotate")
 
 # alloc_groups_to_nodes() sorts with the modelled kernel's heapsort; with this
@@ -404,7 +404,7 @@ def assign_cpus_to_groups(ncpus: int, nmsk: int, nv: list[int], masks: list[int]
     for v in range(ngroups):
         cpus_per_grp = ncpus // ngroups
         if rotate:
-            if extra_grps and ((v + off) & _U32) % ngroups < extra_grps:
+            if extra_grps and ((v + off) & _U32) % ngroups < extra_grps:   # & _U32: C unsigned wrap
                 cpus_per_grp += 1
         elif extra_grps:
             cpus_per_grp += 1

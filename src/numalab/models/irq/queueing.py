@@ -53,7 +53,7 @@ from ...topology.model import Topology
 from .bound import cached_view
 from .routing import effective_cpus, hw_queue_map
 
-__all__ = ["SEED_MEASUREMENT", "PLACEMENTS", "job_cpus", "slowdown", "disk_iops",
+__all__ = ["SEED_MEASUREMENT", "PLACEMENTS", "A_GRID", "F_GRID", "PLAUSIBLE", "gap_grid_cached", "job_cpus", "slowdown", "disk_iops",
            "degradation", "unpinned_load", "compare", "gap_grid"]
 
 #: The patch's published figures (fractions), from numalab.published.
@@ -62,6 +62,14 @@ SEED_MEASUREMENT = {k: v for k, v in _published.irq_fio().items()
                              "penalized_iops_gain", "penalized_latency_change")}
 
 PLACEMENTS = ("blocks", "interleaved", "random")
+
+# The assumed parameters' grid (chapter 2 and its evidence page use the same):
+# a, the CPU time of one job's completions (fraction of a CPU), and f, the
+# share of latency that is CPU work; PLAUSIBLE bounds the values judged
+# plausible (a few hundredths of a CPU, CPU work under a third of latency).
+A_GRID = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4)
+F_GRID = (0.1, 0.3, 0.5, 1.0)
+PLAUSIBLE = {"a": 0.05, "cpu_fraction": 0.3}
 
 
 def job_cpus(devices: int, cpus: Sequence[int], jobs_per_disk: int,
@@ -243,3 +251,20 @@ def gap_grid(topo: Topology, a_values: Sequence[float], f_values: Sequence[float
                                  "penalized_iops_gain": r["penalized_iops_gain"],
                                  "penalized_latency_change": r["penalized_latency_change"]})
     return pd.DataFrame(rows)
+
+
+def gap_grid_cached(topo: Topology, a_values: Sequence[float], f_values: Sequence[float],
+                    placements: Sequence[str] = PLACEMENTS, seeds: Sequence[int] = (0,), **kw):
+    """:func:`gap_grid` kept on disk (:func:`numalab.diskcache.cached`): the
+    chapter states the grid's verdict and its evidence page draws it, and
+    both run at once; the key holds the arguments, the topology and the
+    source of the models it runs, so a changed model is computed anew."""
+    from pathlib import Path
+
+    from ...diskcache import cached
+    here = Path(__file__).resolve().parent
+    code = [(f.name, f.read_text()) for f in sorted(here.glob("*.py"))]
+    code.append(("group_cpus.py", (here.parents[1] / "kernel" / "lib" / "group_cpus.py").read_text()))
+    key = {"topo": repr(topo), "a": list(a_values), "f": list(f_values), "placements": list(placements),
+           "seeds": list(seeds), "kw": kw, "code": code}
+    return cached("irq-gap-grid", key, lambda: gap_grid(topo, a_values, f_values, placements, seeds, **kw))

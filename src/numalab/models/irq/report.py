@@ -13,7 +13,10 @@ needs to carry at most a few numbers.
   machine and request, without and with the patch;
 * :func:`measured_routing_inputs` -- a lab dump's I/O queue masks and
   effective CPUs as the real kernel set them, the input of the routing model
-  when no effective-CPU rule should be assumed.
+  when no effective-CPU rule should be assumed;
+* :func:`effective_rule_table` -- the x86 effective-CPU rule against the
+  effective CPUs of lab dumps, judged in the one fixed order the model uses
+  (a verdict on an order found after the fact would be a fit).
 
 >>> between(5, 7), between(6, 6), between(0.5, 0.5, " %")
 ('5 to 7', '6', '0.5 %')
@@ -28,7 +31,7 @@ import pandas as pd
 from ...evidence.prose import say
 
 __all__ = ["between", "stacking_row", "arm64_queue_table", "fewer_queue_configs",
-           "measured_routing_inputs"]
+           "measured_routing_inputs", "effective_rule_table", "unequal_clusters"]
 
 
 def between(lo, hi, unit: str = "") -> str:
@@ -102,6 +105,20 @@ def fewer_queue_configs(configs: pd.DataFrame) -> int:
                if max(nums(b)) < min(nums(a)))
 
 
+def unequal_clusters(configs: pd.DataFrame) -> pd.Series:
+    """Per configuration of :func:`numalab.lab.arm64.configurations`, True
+    when its clusters (the ``clusters`` column: CPU lists joined by " / ")
+    are not all of one size -- the case where rotate can leave a mask empty;
+    a configuration of equal clusters is a control.
+
+    >>> unequal_clusters(pd.DataFrame({"clusters": ["0-3 / 4", "0-4", "0-1 / 2-3"]})).tolist()
+    [True, False, False]
+    """
+    from ...cpumask import parse_cpulist
+    return configs["clusters"].map(
+        lambda c: len({parse_cpulist(x.strip()).bit_count() for x in str(c).split("/")}) > 1)
+
+
 def measured_routing_inputs(dump) -> tuple[list[list[int]], list[list[int | None]]]:
     """``(masks, effective)`` of a lab dump (a path or a read
     :class:`~numalab.lab.dump.LabDump`): per NVMe controller, its I/O queues'
@@ -117,3 +134,31 @@ def measured_routing_inputs(dump) -> tuple[list[list[int]], list[list[int | None
         masks.append([q.smp_affinity or 0 for q in qs])
         eff.append([(q.effective_affinity.bit_length() - 1) if q.effective_affinity else None for q in qs])
     return masks, eff
+
+
+def effective_rule_table(dumps) -> pd.DataFrame:
+    """The x86 effective-CPU rule (:func:`numalab.models.irq.routing.effective_cpus`)
+    against the measured effective CPUs of lab dumps (paths or read
+    :class:`~numalab.lab.dump.LabDump` objects), one row per dump.
+
+    Columns: ``dump``, ``kernel``, ``vectors`` (effective CPUs measured),
+    ``in order`` (reproduced with the controllers activated one after
+    another, in the dump's order, each in queue order: the order the model
+    uses, fixed before looking), ``some order`` (reproduced for the best
+    interleaving :func:`~numalab.models.irq.routing.effective_consistency`
+    finds, an order chosen to match: fitted), and ``verdict``: ``"held"``
+    only when the fixed order reproduces every vector, else ``"failed"``."""
+    from ...lab.dump import LabDump, read_lab_dump
+    from .routing import effective_consistency, effective_cpus
+    rows = []
+    for dump in dumps:
+        d = dump if isinstance(dump, LabDump) else read_lab_dump(dump)
+        ctrls = [[(q.smp_affinity, q.effective_affinity.bit_length() - 1) for q in c.irqs
+                  if q.queue and q.effective_affinity] for c in d.nvme]
+        hits, total = effective_consistency(ctrls)
+        fixed = effective_cpus([[m for m, _ in c] for c in ctrls])
+        in_order = sum(1 for c, f in zip(ctrls, fixed) for (_, e), x in zip(c, f) if e == x)
+        rows.append({"dump": d.name, "kernel": d.kernel_version, "vectors": total,
+                     "in order": in_order, "some order": hits,
+                     "verdict": "held" if in_order == total else "failed"})
+    return pd.DataFrame(rows, columns=["dump", "kernel", "vectors", "in order", "some order", "verdict"])
