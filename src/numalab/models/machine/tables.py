@@ -26,6 +26,7 @@ from ...cpumask import format_cpulist
 from ...kernel.sched.topology import (for_each_node_numadist, for_each_numa_hop_mask,
                                      node_distance, sched_init_numa)
 from ...topology.model import Topology
+from .text import fact_roles
 
 __all__ = ["LEVELS", "level_order", "hierarchy_table", "hierarchy_rects", "distance_table",
            "hop_order_table", "node_pair_table", "compare_machines", "reader_notes",
@@ -304,27 +305,6 @@ def compare_machines(machines: dict[str, Topology]) -> pd.DataFrame:
             **reader_notes(t),
         })
     return pd.DataFrame(rows)
-
-
-def fact_roles(topo: Topology) -> dict[str, str]:
-    """The facts of a machine file (``.toml``) by role, from its note: the
-    text after each ``Published:``, ``Derived:`` or ``Assumed:`` label, up
-    to the next label, with line breaks joined. ``{}`` for a machine
-    without such a note (a dump, a synthetic string).
-
-    >>> from numalab.topology import load
-    >>> t = load("numa:2 core:1")
-    >>> t.meta["note"] = "Published: 2 nodes.\\nAssumed: one core\\nper node."
-    >>> fact_roles(t)
-    {'published': '2 nodes.', 'assumed': 'one core per node.'}
-    """
-    import re
-    note = str(topo.meta.get("note", "") or "")
-    parts = re.split(r"(?:^|\n)(Published|Derived|Assumed):\s*", note)
-    out: dict[str, str] = {}
-    for name, text in zip(parts[1::2], parts[2::2]):
-        out[name.lower()] = " ".join(text.split())
-    return out
 
 
 def _distances_assumed(topo: Topology) -> bool:

@@ -28,7 +28,7 @@ from ...topology.model import Topology
 
 __all__ = ["dataset_role", "describe_hierarchy", "describe_distances", "describe_hops",
            "describe_walk", "describe_collection", "describe_details", "built_on", "role_counts",
-           "collection_facts", "check_hop_claims", "ROLE_NOTE", "machine_key", "fact_roles_table", "walk_ties"]
+           "collection_facts", "check_hop_claims", "ROLE_NOTE", "machine_key", "fact_roles_table", "fact_roles", "walk_ties"]
 
 ROLE_NOTE = {
     "measured": "a dump of a real machine (sysfs, hwloc XML or lscpu)",
@@ -117,6 +117,27 @@ def describe_hierarchy(label: str, topo: Topology, role: str = "") -> str:
     return s
 
 
+def fact_roles(topo: Topology) -> dict[str, str]:
+    """The facts of a machine file (``.toml``) by role, from its note: the
+    text after each ``Published:``, ``Derived:`` or ``Assumed:`` label, up
+    to the next label, with line breaks joined. ``{}`` for a machine
+    without such a note (a dump, a synthetic string).
+
+    >>> from numalab.topology import load
+    >>> t = load("numa:2 core:1")
+    >>> t.meta["note"] = "Published: 2 nodes.\\nAssumed: one core\\nper node."
+    >>> fact_roles(t)
+    {'published': '2 nodes.', 'assumed': 'one core per node.'}
+    """
+    import re
+    note = str(topo.meta.get("note", "") or "")
+    parts = re.split(r"(?:^|\n)(Published|Derived|Assumed):\s*", note)
+    out: dict[str, str] = {}
+    for name, text in zip(parts[1::2], parts[2::2]):
+        out[name.lower()] = " ".join(text.split())
+    return out
+
+
 def fact_roles_table(topo: Topology) -> pd.DataFrame:
     """The facts of a machine file by role (published, derived, assumed), as
     its note states them: one row per role, columns ``role`` and ``facts``;
@@ -128,7 +149,6 @@ def fact_roles_table(topo: Topology) -> pd.DataFrame:
     >>> fact_roles_table(t).values.tolist()
     [['published', '2 nodes.'], ['assumed', 'one core per node.']]
     """
-    from .tables import fact_roles
     roles = fact_roles(topo)
     rows = [{"role": r, "facts": roles[r]} for r in ("published", "derived", "assumed") if r in roles]
     return pd.DataFrame(rows, columns=["role", "facts"])
