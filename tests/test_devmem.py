@@ -374,11 +374,16 @@ def test_held_out_verdicts_fail_the_model(cal):
 
 def test_verdicts_separate_same_run_checks_from_held_out_tests(cal):
     """The two tests on the fit's own run are consistency checks, the
-    benchmark's run sets are the held-out tests, and the criterion says where
-    the net-CPU verdict would flip."""
+    benchmark's run sets are the held-out tests (a group of a split set says
+    so), and the criterion says what tolerance the net-CPU check would need."""
     v = D.held_out_verdicts(D.reproduce(cal), 3.0, 2.0, {"quiet": (1, 6)})
     assert v["kind"].tolist() == ["same-run consistency check"] * 2 + ["held-out test"]
-    assert "flips at" in v.loc[0, "criterion"]
+    assert "would pass only with a tolerance of" in v.loc[0, "criterion"]
+    # a group of a set split after the fact (by the ratio it is tested on) is labelled as such
+    g = D.held_out_verdicts(D.reproduce(cal), 3.0, 2.0, {"q": (1, 6), "s, fast with work": (1, 9),
+                                                         "s, slow with work": (0, 9)})
+    assert g["kind"].tolist()[2:] == ["held-out test"] + [
+        "held-out test, one group of a run set split after the fact"] * 2
     # each row says its own role: the per-flow check's mean was fitted, the benchmark is predicted
     assert "mean fitted" in v.loc[1, "role"] and v.loc[2, "role"] == "predicted vs measured"
 
