@@ -126,6 +126,20 @@ def test_guide_facts_are_measured_or_published_and_never_fits():
     assert page.count("ch2-lab") == 2               # the verdict and the dropdown
 
 
+def test_guide_shows_a_failed_models_output_as_such_never_as_predicted():
+    """A finding computed by a model that failed its test carries "model output" with
+    its qualifier, in the guide's table; it is never a fact, and no other role is read
+    from its text; an unknown role is refused."""
+    out = _f("ch3-band", "1.6x at 3 drives (the model's pod rule).",
+             role="assumed, model output (failed placement model)")
+    page = render_guide(GUIDE, [out], {})
+    assert ("| model output (failed placement model), assumed | 1.6x at 3 drives" in page)
+    assert "predicted" not in page
+    assert "*No other measured or published fact in this build's facts table.*" in page
+    with pytest.raises(ValueError):
+        _f("ch3-x", "1.6x.", role="guessed (by a model)")
+
+
 def test_guide_commands_once_each_with_the_chapter_build():
     run = "numalab lab run --kernel built:7.2-x --topology 'numa:2 core:2' -o b.tar.bz2"
     cmd = "numalab lab build-kernel --source 7.2 --patch src/numalab/lab/patches/x.patch -o 7.2-x"

@@ -28,8 +28,9 @@ screen, filled from four markers of the template:
   no computed result is silently left out.
 
 A finding's roles are the ``role=`` its chapter passes ("measured",
-"published", "fitted", "predicted", "assumed", or "port": computed by the
-book's port of the kernel code; several joined by commas). Without one they
+"published", "fitted", "predicted", "assumed", "port": computed by the
+book's port of the kernel code, or "model output": computed by a model that
+failed its test, with its qualifier in parentheses; several joined by commas). Without one they
 are read from the finding (:func:`finding_roles`): measured when its label
 ends in ``-lab``, and the role tags of its figures -- the book writes a
 figure's role in parentheses -- plus a fit, a held-out test or a real kernel
@@ -72,8 +73,11 @@ MARKER = re.compile(r"<!--\s*findings:\s*([\w.-]+)\s*-->")
 #: Any of the guide's markers: ``<!-- PART: KEY -->``.
 SECTION_MARKER = re.compile(r"<!--\s*(verdict|facts|commands|findings):\s*([\w.-]+)\s*-->")
 #: The roles a finding may carry in the guide: the evidence roles, plus
-#: "port" (computed by the book's port of the kernel code).
-GUIDE_ROLES = ("measured", "published", "port", "predicted", "fitted", "assumed")
+#: "port" (computed by the book's port of the kernel code) and "model output"
+#: (computed by a model that failed its test, or by a rule the kernel does not
+#: have: shown, never a prediction). A passed role may carry a qualifier in
+#: parentheses, "model output (failed placement model)", which the guide shows.
+GUIDE_ROLES = ("measured", "published", "port", "predicted", "model output", "fitted", "assumed")
 _LABEL = re.compile(r"^[A-Za-z][\w-]*$")
 
 
@@ -95,7 +99,7 @@ class Finding:
             raise ValueError(f"kind must be finding, kernel or measured, not {self.kind!r}")
         if not _LABEL.match(self.label):
             raise ValueError(f"label {self.label!r} is not a MyST label")
-        bad = [r for r in _split_roles(self.role) if r not in GUIDE_ROLES]
+        bad = [r for r in _split_roles(self.role) if _role_base(r) not in GUIDE_ROLES]
         if bad:
             raise ValueError(f"role {bad[0]!r} is not one of {', '.join(GUIDE_ROLES)}")
 
@@ -183,7 +187,17 @@ def notebook_title(notebook: Path | str) -> str:
 
 
 def _split_roles(role: str) -> list[str]:
-    return [r.strip() for r in role.split(",") if r.strip()]
+    """The roles of a ``role=`` string, split at commas outside parentheses.
+
+    >>> _split_roles("model output (failed placement model, pod rule), assumed")
+    ['model output (failed placement model, pod rule)', 'assumed']
+    """
+    return [r.strip() for r in re.split(r",(?![^()]*\))", role) if r.strip()]
+
+
+def _role_base(role: str) -> str:
+    """A role without its qualifier: "model output (failed ...)" -> "model output"."""
+    return role.split("(", 1)[0].strip()
 
 
 #: Role words a finding's text may use when its chapter passed no role. The
@@ -237,9 +251,11 @@ def finding_roles(f: Finding) -> list[str]:
     ['port']
     >>> finding_roles(Finding("c", "k", "ch-x", "Counted.", role="port"))
     ['port']
+    >>> finding_roles(Finding("c", "k", "ch-x", "1.6x.", role="assumed, model output (failed model)"))
+    ['model output', 'assumed']
     """
     if f.role:
-        return [r for r in GUIDE_ROLES if r in _split_roles(f.role)]
+        return [r for r in GUIDE_ROLES if r in map(_role_base, _split_roles(f.role))]
     text = _claims(f.text)
     found = {"measured"} if f.label.endswith("-lab") else set()
     inside = " | ".join(_PARENS.findall(text.replace("()", "")))   # f() is no parenthesis
@@ -284,6 +300,10 @@ def _cell(text: str) -> str:
 
 
 def _roles_text(f: Finding) -> str:
+    """The roles the guide's tables show: a passed role with its qualifier."""
+    if f.role:
+        passed = _split_roles(f.role)
+        return ", ".join(sorted(passed, key=lambda r: GUIDE_ROLES.index(_role_base(r))))
     return ", ".join(finding_roles(f)) or "computed"
 
 
@@ -330,8 +350,7 @@ def _facts(mine: list[Finding], titles: dict[str, str]) -> str:
     used = set(map(id, _verdict_sources(mine)[0]))
     rows = [f for f in mine if _is_fact(f) and id(f) not in used]
     if not rows:
-        return ("*No other measured or published fact in this build: the findings below are "
-                "computed by the ports and models.*")
+        return "*No other measured or published fact in this build's facts table.*"
     out = ["| role | fact | where |", "|---|---|---|"]
     out += [f"| {_roles_text(f)} | {_cell(_lead(f.text))} | {_where(f, titles)} |" for f in rows]
     return "\n".join(out)
