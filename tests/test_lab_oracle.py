@@ -25,7 +25,8 @@ from numalab.datasets import lab_datasets
 from numalab.kernel import versions
 from numalab.lab.dump import read_lab_dump
 from numalab.lab.build import FRAGMENT, fragment_file
-from numalab.lab.oracle import (build_command, dedicated_counts, dump_build, group_cpus_calls, port_masks,
+from numalab.lab.oracle import (build_command, calls_per_probe, dedicated_counts, dump_build, group_cpus_calls,
+                                port_masks,
                                 probe_vs_model, rotate_offsets)
 from numalab.topology import load
 
@@ -119,6 +120,12 @@ def test_rotate_pair_on_the_patch_example():
     # the calls between devices moved the counter: the offsets are not 0..5
     assert len(calls) > len(irq_calls)
     assert len(group_cpus_calls(dp)) == len(calls)     # the same calls without the patch
+    # every traced probe's thread made one admin-tag-set map and one interrupt spread, in that order,
+    # and those are all the calls (the NVMe probes count twice each)
+    per = calls_per_probe(dr)
+    assert len(per) == len(dr.nvme)
+    assert all([f for _, f in c] == ["blk_mq_map_queues", "irq_create_affinity_masks"] for c in per.values())
+    assert sorted(k for c in per.values() for k, _ in c) == list(range(len(calls)))
     # the unpatched build gives every controller the same masks...
     same = {tuple(q.smp_affinity for q in c.irqs if q.queue >= 1) for c in dp.nvme}
     assert len(same) == 1

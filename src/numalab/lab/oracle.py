@@ -121,6 +121,26 @@ def group_cpus_calls(dump) -> list[TraceLine]:
     return calls
 
 
+def calls_per_probe(dump) -> dict[int, list[tuple[int, str]]]:
+    """Who made the traced ``group_cpus_evenly()`` calls of a dump:
+    ``{pid: [(index since boot, caller function), ...]}`` for every thread
+    that ran a traced ``nvme_probe``, in call order. Input: a dump (or its
+    path) traced as :func:`group_cpus_calls` needs, with ``nvme_probe`` in
+    its ``--trace``. In Linux 7.2 nvme_probe() sets up the admin tag set
+    (``blk_mq_alloc_tag_set()`` -> ``blk_mq_map_queues()``) and the I/O
+    interrupts (``irq_create_affinity_masks()``), so each probe's thread
+    should show one call of each; the trace line names the thread, not the
+    device, so this is what the trace can tell (measured). Calls by
+    threads that ran no probe are left out."""
+    d = _dump(dump)
+    probers = {t.pid for t in d.trace if t.function == "nvme_probe"}
+    out: dict[int, list[tuple[int, str]]] = {pid: [] for pid in sorted(probers)}
+    for k, c in enumerate(group_cpus_calls(d)):
+        if c.pid in out:
+            out[c.pid].append((k, c.function))
+    return out
+
+
 def rotate_offsets(dump, topo=None) -> dict[str, int]:
     """``{PCI address: spread_offset}`` for a dump of the rotate build.
 
