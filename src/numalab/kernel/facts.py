@@ -52,8 +52,8 @@ from pathlib import Path
 
 from ..errors import NumalabError
 
-__all__ = ["Fact", "FactError", "load", "line_of", "in_order", "body", "find", "check_tree",
-           "find_tree", "unpack_tree"]
+__all__ = ["Fact", "FactError", "load", "records", "line_of", "in_order", "body", "find",
+           "check_tree", "has_files", "check_record", "find_tree", "unpack_tree"]
 
 KINDS = ("member", "call", "discarded_call", "phrase", "no_comment")
 
@@ -92,6 +92,23 @@ def load(name: str = "devmem-7.2") -> dict:
             raise FactError(f"{name}: fact {fact.id} twice")
         facts[fact.id] = fact
     return {"source": raw.get("source", {}), "facts": facts}
+
+
+def records() -> list[str]:
+    """The names of every committed record (``numalab/data/kernel_facts/*.toml``).
+
+    >>> "devmem-7.2" in records() and "placement-7.2" in records()
+    True
+    """
+    folder = resources.files("numalab").joinpath("data", "kernel_facts")
+    return sorted(p.name[:-len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def has_files(tree: str | Path | None, record: dict) -> bool:
+    """Does ``tree`` hold every file ``record`` cites? (The lab cache's
+    unpacked tree holds only the files of the records it was unpacked for.)"""
+    return tree is not None and all((Path(tree) / f.file).is_file()
+                                    for f in record["facts"].values())
 
 
 def line_of(record: dict, fact_id: str) -> int:
@@ -234,6 +251,22 @@ def _is_version(tree: Path, version: str) -> bool:
         re.search(rf"^PATCHLEVEL = {minor}$", head, re.M) is not None
 
 
+def check_record(name: str) -> Path | None:
+    """Check record ``name`` against its kernel's tree when one holding all
+    its files is found (:func:`find_tree`, :func:`has_files`): FactError
+    listing every fact that no longer holds. Returns the tree checked, or
+    None when there is none (a chapter's build then relies on the record,
+    which tests/test_kernel_facts.py checks wherever a tree is found)."""
+    record = load(name)
+    tree = find_tree(record["source"]["kernel"])
+    if not has_files(tree, record):
+        return None
+    bad = check_tree(tree, record)
+    if bad:
+        raise FactError(f"{name}: facts no longer hold in {tree}: " + "; ".join(bad))
+    return tree
+
+
 def find_tree(version: str = "7.2") -> Path | None:
     """An unpacked kernel tree of ``version`` to check the record against, or
     None: ``$NUMALAB_LINUX_<MAJOR>_<MINOR>`` (FactError when it names no such
@@ -254,13 +287,16 @@ def find_tree(version: str = "7.2") -> Path | None:
 
 
 def unpack_tree(version: str = "7.2", record: dict | None = None) -> Path:
-    """Unpack the files ``record`` cites (and the Makefile) from the lab's
-    cached ``linux-source-VERSION`` package into
-    ``CACHE/facts/linux-source-VERSION``; return that folder. About a minute
-    (the inner tarball is decompressed once). FactError when no package is cached."""
+    """Unpack the files ``record`` cites (default: every record's, see
+    :func:`records`) and the Makefile from the lab's cached
+    ``linux-source-VERSION`` package into ``CACHE/facts/linux-source-VERSION``;
+    return that folder. About a minute (the inner tarball is decompressed
+    once). FactError when no package is cached."""
     from ..lab import cache_root
     from ..lab.build import cached_sources
-    record = record or load()
+    if record is None:
+        record = {"facts": {f"{name}:{i}": f for name in records()
+                            for i, f in load(name)["facts"].items()}}
     deb = cached_sources().get(version)
     if deb is None:
         raise FactError(f"no linux-source-{version} package in the lab's cache "
