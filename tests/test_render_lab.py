@@ -329,20 +329,28 @@ def _center(browser, selector: str) -> dict:
     }})()""")
 
 
-def _hover_tooltip(browser, selector: str) -> dict | None:
-    box = _center(browser, selector)
-    for dx in (0, 1):   # two moves: vega's hover handler wants a pointer motion
-        browser.call("Input.dispatchMouseEvent",
-                     {"type": "mouseMoved", "x": box["x"] + dx, "y": box["y"]}, session=True)
-    deadline = time.monotonic() + 5
+def _hover_tooltip(browser, selector: str, timeout: float = 30) -> dict | None:
+    """Hover the element's centre until vega-tooltip's box shows. The centre
+    is measured again before each try: on a loaded machine JupyterLab is
+    still laying out (and scrolling) the notebook's outputs after the cells
+    ran, and a pointer sent to a stale position hovers nothing (seen in a
+    full test run: no tooltip element at all after one try)."""
+    deadline = time.monotonic() + timeout
+    tip = None
     while time.monotonic() < deadline:
-        tip = browser.evaluate("""(() => {
-            const t = document.getElementById('vg-tooltip-element');
-            return t ? {visible: t.classList.contains('visible'), text: t.textContent} : null;
-        })()""")
-        if tip and tip["visible"]:
-            return tip
-        time.sleep(0.2)
+        box = _center(browser, selector)
+        for dx in (0, 1, 2):   # moves: vega's hover handler wants a pointer motion
+            browser.call("Input.dispatchMouseEvent",
+                         {"type": "mouseMoved", "x": box["x"] + dx, "y": box["y"]}, session=True)
+        until = min(deadline, time.monotonic() + 3)
+        while time.monotonic() < until:
+            tip = browser.evaluate("""(() => {
+                const t = document.getElementById('vg-tooltip-element');
+                return t ? {visible: t.classList.contains('visible'), text: t.textContent} : null;
+            })()""")
+            if tip and tip["visible"]:
+                return tip
+            time.sleep(0.2)
     return tip
 
 
