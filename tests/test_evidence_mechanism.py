@@ -257,3 +257,10 @@ def test_guide_facts_show_two_sentences_and_fold_the_rest():
     page = render_guide(GUIDE, [_f("ch2-lab", "V."), long], {})
     assert "| published | One (published). Two. … | {ref}`ch. 2 <ch2-pub>` |" in page
     assert "| published | One (published). Two. Three. To measure it again:" in page   # dropdown
+
+
+def test_a_finding_the_page_introduces_shows_without_the_reviewers_prefix():
+    shown = ev.finding("02-x", "004", "ch2-a", "28 CPUs stack.", prefix="")
+    assert shown.markdown == "28 CPUs stack."
+    assert ev.finding("02-x", "004", "ch2-a", "28 CPUs stack.").markdown.startswith("**For reviewers:**")
+    assert ev.finding("02-x", "004", "ch2-a", "28 CPUs stack.", verdict=True).markdown == "28 CPUs stack."

@@ -116,7 +116,7 @@ class _Display:
 
 
 def finding(chapter: str, key: str, label: str, text: str, *, role: str = "",
-            verdict: bool = False, **values) -> _Display:
+            verdict: bool = False, prefix: str | None = None, **values) -> _Display:
     """Show ``text`` (generated from computed values) and hand it to the
     reviewer's guide under ``key`` (a patch id such as "004", or "machine"),
     linked to the section labelled ``label`` (a ``(label)=`` target in the
@@ -124,11 +124,15 @@ def finding(chapter: str, key: str, label: str, text: str, *, role: str = "",
     ``role``: the roles of its numbers (see the module docstring; read from
     the text when empty); ``verdict=True`` makes it the key's verdict in the
     guide, and the chapter shows it as its answer (without the "For
-    reviewers" prefix). ``values`` are the numbers behind the sentence (kept
-    in the record, for tests and tools)."""
+    reviewers" prefix). ``prefix``: what the page shows before the text
+    instead (``""``: nothing, for a finding the page already introduces).
+    ``values`` are the numbers behind the sentence (kept in the record, for
+    tests and tools)."""
     rec = Finding(chapter, key, label, text, "finding",
                   {k: v for k, v in values.items()}, role, verdict)
-    return _Display(rec, text if verdict else f"**For reviewers:** {text}")
+    if prefix is None:
+        prefix = "" if verdict else "**For reviewers:** "
+    return _Display(rec, prefix + text)
 
 
 def _full_stop(text: str) -> str:
