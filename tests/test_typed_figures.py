@@ -29,8 +29,6 @@ KNOWN_EXCEPTIONS = {
 CONSTANTS = {
     ("notebooks/01-machine.ipynb", "2.1"):
         "explains the SLIT convention: a distance of 21 reads as 2.1 times the local 10",
-    ("notebooks/04-idle-masks.ipynb", "95 %"):
-        "the confidence level of the interval the chapter computes: a choice, not a result",
 }
 
 # (file, figure) -> the patch id whose published figure the text quotes.
