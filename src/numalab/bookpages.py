@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import NumalabError
 from .evidence.findings import Finding, collect_findings, notebook_title, render_guide
+from .evidence.findings import _cell     # one Markdown table cell (the guide's tables use it too)
 
 __all__ = ["GUIDE_OWNERS", "guide_page", "provenance_section", "project_commit", "chapter_records"]
 
@@ -80,11 +81,6 @@ def _dataset_rows(datasets: list[str], digest) -> list[str]:
             h, where = "synthetic", d
         rows.append(f"| `{label(d)}` | `{where}` | `{h}` |")
     return rows
-
-
-def _cell(text: str) -> str:
-    """``text`` fit for one cell of a Markdown table."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def provenance_section(root: Path, chapters: dict[str, Path], datasets: list[str],

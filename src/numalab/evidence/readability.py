@@ -292,9 +292,6 @@ def check_notebook(path: Path | str) -> Report:
 
 # -- the built page ------------------------------------------------------------
 
-_BLOCKS = ("p", "li", "dd", "dt", "caption", "figcaption", "summary")
-
-
 @dataclass
 class HtmlReport:
     """What :func:`check_html` found on one built page."""
@@ -342,36 +339,6 @@ def page_words(html_text: str) -> int:
     5
     """
     return len(_article(html_text).get_text(" ").split())
-
-
-def _own_text(tag) -> str:
-    """The text of a block without the blocks nested in it (a list item's
-    sub-list is its own block) and without tables; an inline code span (a
-    name, a command) reads as one word, as in :func:`long_sentences`."""
-    import bs4
-    parts = []
-    for d in tag.descendants:
-        if not isinstance(d, bs4.NavigableString) or isinstance(d, bs4.Comment):
-            continue
-        ups = [p for p in d.parents if p is not None and p is not tag and _inside(p, tag)]
-        if any(p.name in _BLOCKS + ("table", "pre") for p in ups):
-            continue
-        code = [p for p in ups if p.name == "code"]
-        if code:
-            if d is next(iter(code[-1].strings), None):
-                parts.append(" CODE ")
-            continue
-        parts.append(str(d))
-    return " ".join("".join(parts).split())
-
-
-def _inside(p, tag) -> bool:
-    """Is ``p`` ``tag`` itself or below it?"""
-    while p is not None:
-        if p is tag:
-            return True
-        p = p.parent
-    return False
 
 
 def is_chapter_page(stem: str) -> bool:
