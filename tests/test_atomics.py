@@ -15,21 +15,51 @@ def lib():
         pytest.skip(str(e))
 
 
+def _what_two_cpus_can_show(a: int, b: int) -> str | None:
+    """Why CPUs ``a`` and ``b`` cannot show contention, or None if they can.
+
+    Contention only shows when two threads run at the same moment on two
+    cores that each hold their own copy of a cache line. A busy machine
+    (the other pytest worker runs beside this test), two virtual CPUs that
+    share one host CPU, or two hardware threads of one core (a common
+    2-vCPU cloud machine) cannot show it. Each case is measured, not
+    guessed, and the reason names the figures.
+    """
+    one = atomics.refops(1, [a], op="get", counter="percpu", work_ns=0, trials=5)
+    two = atomics.refops(2, [a, b], op="get", counter="percpu", work_ns=0, trials=5)
+    if not (one["enough"] and two["enough"]):
+        return (f"the two threads were rarely both running (overlaps of rejected trials "
+                f"{two['rejected'][:5]}): the machine is too busy to show contention")
+    scaling = two["ops_per_s"]["median"] / one["ops_per_s"]["median"]
+    if scaling < 1.5:
+        return (f"two threads on private counters reach only {scaling:.2f}x of one: "
+                f"CPUs {a} and {b} do not run two threads side by side at full speed")
+    rt = atomics.pingpong_robust_ns(a, b, iters=4000, chunk=100)["median_ns"]
+    if rt < 40:
+        return (f"CPUs {a} and {b} pass a cache line back and forth in {rt:.0f} ns, as two "
+                f"hardware threads of one core do: they share the line, nothing bounces")
+    return None
+
+
 def test_contended_counter_is_slower_than_private_counters(lib):
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs two CPUs")
-    # The two threads only contend while both run; on a loaded machine one may
-    # be descheduled for a whole trial. Several trials: the best ratio counts.
-    ratios = []
-    for _ in range(5):
-        shared = atomics.contended_increments(2, cpus[:2], iters=2_000_000, shared=True)
-        private = atomics.contended_increments(2, cpus[:2], iters=2_000_000, shared=False)
-        assert shared > 0 and private > 0
-        ratios.append(private / shared)
-        if ratios[-1] > 1.3:
-            break
-    assert max(ratios) > 1.3, ratios
+    a, b = cpus[:2]
+    # the plain best-of-3 arm of `bench atomics` runs and counts something
+    shared = atomics.contended_increments(2, [a, b], iters=200_000, shared=True)
+    private = atomics.contended_increments(2, [a, b], iters=200_000, shared=False)
+    assert shared > 0 and private > 0
+    why_not = _what_two_cpus_can_show(a, b)
+    if why_not:
+        pytest.skip(f"this machine cannot show contention: {why_not}")
+    # trials whose threads did not run together are rejected by refops itself
+    contended = atomics.refops(2, [a, b], op="get", counter="refcount_t", work_ns=0, trials=5)
+    percpu = atomics.refops(2, [a, b], op="get", counter="percpu", work_ns=0, trials=5)
+    if not (contended["enough"] and percpu["enough"]):
+        pytest.skip("this machine cannot show contention: it got too busy during the test")
+    ratio = percpu["ops_per_s"]["median"] / contended["ops_per_s"]["median"]
+    assert ratio > 1.3, (ratio, contended["ops_per_s"], percpu["ops_per_s"])
 
 
 def test_run_atomics_record(lib):
