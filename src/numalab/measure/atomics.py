@@ -44,7 +44,8 @@ from .cc import PRELUDE, compile_shared
 
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "run_atomics_repeated", "runs_of", "runs_table",
-           "spread_over_runs", "host_cpu", "bench_tables", "render", "load_gate", "dump_cpu_model"]
+           "spread_over_runs", "host_cpu", "bench_tables", "render", "load_gate", "dump_cpu_model",
+           "cannot_show_contention", "contention_check"]
 
 _C_SOURCE = PRELUDE + r"""
 #define LINE 128   /* two lines: keeps adjacent-line prefetch out of the way */
@@ -927,34 +928,122 @@ def runs_table(record: dict):
     return pd.concat(parts, ignore_index=True)
 
 
+#: A round trip between two CPUs below this (ns) is what two hardware threads
+#: of one core show (they share the core's L1, so a line never moves); two
+#: cores of one chip take about 100 ns or more (116-151 ns on this project's
+#: own machine, ``data/collected``).
+SHARED_CORE_ROUND_TRIP_NS = 40.0
+#: Two threads of per-CPU adds reaching less than this multiple of one
+#: thread's rate do not run side by side (one host CPU behind two virtual
+#: ones, or two hardware threads sharing one core's execution units).
+MIN_PARALLEL_SCALING = 1.5
+
+
+def cannot_show_contention(round_trip_ns: float | None, scaling: float | None) -> str | None:
+    """Why two CPUs cannot show contention, or None if nothing says so.
+
+    ``round_trip_ns``: the median cache-line round trip between them;
+    ``scaling``: two threads of per-CPU adds over one thread (ops/s). A
+    shared counter only costs more than private ones when two threads run at
+    the same moment on two cores that each hold their own copy of its line.
+    Unknown inputs (None or NaN) say nothing.
+
+    >>> cannot_show_contention(120.0, 1.9) is None
+    True
+    >>> cannot_show_contention(25.0, 1.9)
+    'its CPUs pass a cache line back and forth in 25 ns, as two hardware threads of one core do'
+    >>> cannot_show_contention(120.0, 1.1)
+    'two threads of per-CPU adds reach only 1.1 times the rate of one'
+    """
+    if round_trip_ns is not None and round_trip_ns == round_trip_ns \
+            and round_trip_ns < SHARED_CORE_ROUND_TRIP_NS:
+        return (f"its CPUs pass a cache line back and forth in {round_trip_ns:.0f} ns, "
+                f"as two hardware threads of one core do")
+    if scaling is not None and scaling == scaling and scaling < MIN_PARALLEL_SCALING:
+        return f"two threads of per-CPU adds reach only {scaling:.2g} times the rate of one"
+    return None
+
+
+def contention_check(cpu_a: int, cpu_b: int, trials: int = 5) -> dict:
+    """Measure whether CPUs ``cpu_a`` and ``cpu_b`` can show contention now.
+
+    Runs per-CPU adds on one and on two threads (trials whose threads did
+    not run together are rejected, as in :func:`refops`) and the cache-line
+    round trip between the two. Returns ``round_trip_ns``, ``scaling`` and
+    ``why``: None when the pair can show contention, else the reason (the
+    machine was too busy for enough overlapping trials, or
+    :func:`cannot_show_contention`).
+    """
+    one = refops(1, [cpu_a], op="get", counter="percpu", work_ns=0, trials=trials)
+    two = refops(2, [cpu_a, cpu_b], op="get", counter="percpu", work_ns=0, trials=trials)
+    rt = pingpong_robust_ns(cpu_a, cpu_b, iters=4000, chunk=100)["median_ns"]
+    out = {"round_trip_ns": rt, "scaling": None, "why": None}
+    if not (one["enough"] and two["enough"]):
+        out["why"] = (f"its two threads were rarely both running (overlap of rejected trials "
+                      f"{two['rejected'][:5]}): the machine was too busy")
+        return out
+    out["scaling"] = two["ops_per_s"]["median"] / one["ops_per_s"]["median"]
+    out["why"] = cannot_show_contention(rt, out["scaling"])
+    return out
+
+
+def _record_pair(record: dict) -> tuple[float | None, float | None]:
+    """Median over a record's runs of the first CPU pair's round trip and of
+    the two-thread over one-thread rate of per-CPU adds without work."""
+    import statistics
+    rts, scal = [], []
+    for r in runs_of(record):
+        m = (r.get("latency") or {}).get("round_trip_ns") or []
+        if len(m) > 1 and len(m[0]) > 1 and m[0][1] is not None:
+            rts.append(float(m[0][1]))
+        pc = {x["threads"]: x["ops_per_s"]["median"] for x in (r.get("refops") or {}).get("rows", [])
+              if x.get("counter") == "percpu" and x.get("work_ns") == 0 and x["ops_per_s"].get("n")}
+        if 1 in pc and 2 in pc and pc[1] > 0:
+            scal.append(pc[2] / pc[1])
+    return (statistics.median(rts) if rts else None, statistics.median(scal) if scal else None)
+
+
 def load_gate(record: dict, cpus: int) -> dict:
-    """Whether a benchmark record ran quietly enough to show contention.
+    """Whether a benchmark record ran quietly enough, on CPUs able, to show contention.
 
     A precaution, not an explanation of any run: two threads on two CPUs
     only contend while both run, and when the one-minute load average
     reaches the CPU count other tasks may take turns on those CPUs without
     the overlap check (which sees only long gaps) noticing. Whether they did
     is not known; :func:`run_groups` shows that the stored runs split by
-    something the load average does not see. Returns ``max_load`` (highest load average
-    recorded before or after any run; NaN when none), ``cpus`` and
-    ``verdict``: "quiet" (max_load < cpus), "too loaded to show contention"
-    or "load not recorded". Only a "quiet" record may enter a conclusion or
-    a held-out test.
+    something the load average does not see. A quiet record is then read
+    for what its own numbers say of the machine (:func:`cannot_show_contention`:
+    two hardware threads of one core, or CPUs that do not run side by side).
+
+    Returns ``max_load`` (highest load average recorded before or after any
+    run; NaN when none), ``cpus``, ``verdict``: "quiet", "too loaded to show
+    contention", "machine cannot show contention" or "load not recorded",
+    and ``why`` (a clause saying why it is not "quiet", else ""). Only a
+    "quiet" record may enter a conclusion or a held-out test.
 
     >>> load_gate({"runs": [{"loadavg": [0.4], "loadavg_before": [0.3]}]}, 2)["verdict"]
     'quiet'
-    >>> load_gate({"runs": [{"loadavg": [0.4]}, {"loadavg": [2.0]}]}, 2)["verdict"]
-    'too loaded to show contention'
+    >>> g = load_gate({"runs": [{"loadavg": [0.4]}, {"loadavg": [2.0]}]}, 2)
+    >>> g["verdict"], g["why"]
+    ('too loaded to show contention', 'its load average reached 2 on 2 CPUs')
     >>> load_gate({"runs": [{}]}, 2)["verdict"]
     'load not recorded'
+    >>> g = load_gate({"runs": [{"loadavg": [0.1], "latency": {"round_trip_ns": [[None, 22.0], [22.0, None]]}}]}, 2)
+    >>> g["verdict"], g["why"]
+    ('machine cannot show contention', 'its CPUs pass a cache line back and forth in 22 ns, as two hardware threads of one core do')
     """
     loads = [float(v[0]) for r in runs_of(record) for v in (r.get("loadavg"), r.get("loadavg_before"))
              if v]
     if not loads:
-        return {"max_load": float("nan"), "cpus": cpus, "verdict": "load not recorded"}
+        return {"max_load": float("nan"), "cpus": cpus, "verdict": "load not recorded",
+                "why": "its load average was not recorded"}
     top = max(loads)
+    if top >= cpus:
+        return {"max_load": top, "cpus": cpus, "verdict": "too loaded to show contention",
+                "why": f"its load average reached {top:g} on {cpus} CPUs"}
+    why = "it ran on one CPU" if cpus < 2 else cannot_show_contention(*_record_pair(record))
     return {"max_load": top, "cpus": cpus,
-            "verdict": "quiet" if top < cpus else "too loaded to show contention"}
+            "verdict": "machine cannot show contention" if why else "quiet", "why": why or ""}
 
 
 #: The two groups :func:`run_groups` names: the shared counter's two-thread
