@@ -417,6 +417,29 @@ def _tag_injected_cell(path: Path) -> None:
     os.replace(tmp, path)
 
 
+def notebook_relative(params: dict, cwd: Path) -> dict:
+    """``params`` with each dataset path inside the project (``cwd``'s
+    parent: notebooks run in ``notebooks/``) written relative to ``cwd``,
+    so the executed notebook, and the book's folded parameters cell, name
+    ``../data/...`` rather than the builder's absolute paths. Paths outside
+    the project and synthetic descriptions are left as they are.
+
+    >>> notebook_relative({"datasets": ["/p/data/a.xml", "/q/b.xml", "numa:2 pu:4"], "quick": True},
+    ...                   Path("/p/notebooks"))
+    {'datasets': ['../data/a.xml', '/q/b.xml', 'numa:2 pu:4'], 'quick': True}
+    """
+    if "datasets" not in params:
+        return params
+    root = Path(cwd).parent
+
+    def rel(d: str) -> str:
+        p = Path(d)
+        if p.is_absolute() and p.is_relative_to(root):
+            return os.path.relpath(p, cwd)
+        return d
+    return {**params, "datasets": [rel(d) for d in params["datasets"]]}
+
+
 def execute_notebook(notebook: Path, output: Path, params: dict, rel_path: str) -> dict:
     """Run one notebook with papermill (in this process) and write the
     executed copy to ``output``. Returns ``{"ok": bool, "seconds": float,
@@ -428,7 +451,8 @@ def execute_notebook(notebook: Path, output: Path, params: dict, rel_path: str) 
     for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
         try:
             papermill.execute_notebook(
-                str(notebook), str(output), parameters=params, kernel_name="python3",
+                str(notebook), str(output), parameters=notebook_relative(params, notebook.parent),
+                kernel_name="python3",
                 progress_bar=False, log_output=False, request_save_on_cell_execute=False,
                 cwd=str(notebook.parent), execution_timeout=CELL_TIMEOUT)
             break

@@ -207,7 +207,7 @@ def describe_hops(label: str, topo: Topology, node: int) -> str:
         prev = m
     empty = sum(1 for a in added if a == 0)
     s = (f"From node {node} of `{label}`, {len(masks)} hop {plural(len(masks), 'level')} "
-         f"reach all {masks[-1].bit_count()} CPUs.")
+         f"reach all {masks[-1].bit_count()} CPUs (port).")
     if empty:
         s += (f" {empty} of them {plural(empty, 'adds', 'add')} no CPU: a distance seen "
               "elsewhere in the machine.")
@@ -334,8 +334,9 @@ def describe_details(cmp: pd.DataFrame) -> str:
         s += (f" The tables of {count_of(assumed, len(pub), 'published machine')} are assumed"
               " (no patch gives one).")
     for label in cmp.loc[cmp.get("distance_invalid", False) == True, "machine"]:  # noqa: E712
-        s += (f" `{label}` has a distance outside 10-255: the kernel's `sched_init_numa()` "
-              "rejects it (\"Invalid distance value range\") and builds no NUMA levels.")
+        s += (f" `{label}` has a distance outside 10-255: 7.2's `sched_init_numa()` would build "
+              "no NUMA levels from it (port), though its firmware checks, not ported, discard such a "
+              "table earlier.")
     return s
 
 
