@@ -391,7 +391,9 @@ def test_dataset_strings_reach_the_notebook_as_data(tiny_book, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     got = json.loads(_executed_stdout(root / "book" / "notebooks" / "tiny.ipynb")
                      .strip().splitlines()[0])
-    assert got["datasets"] == [str(target)]
+    # the notebook runs in notebooks/ and gets the path relative to it (no builder path in the book)
+    assert got["datasets"] == [os.path.relpath(target, root / "notebooks")]
+    assert (root / "notebooks" / got["datasets"][0]).resolve() == target.resolve()
     if existed:
         assert marker.stat().st_mtime_ns == before
     else:

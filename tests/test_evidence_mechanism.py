@@ -206,7 +206,7 @@ def test_chapter_one_sentences_follow_the_data():
                                              [30, 20, 10, 20], [20, 30, 20, 10]])
     assert "2 NUMA nodes" in T.describe_hierarchy("a", two)
     assert "The remote distances take 2 values, 20 and 30." in T.describe_distances("r", ring)
-    assert "3 hop levels reach all 4 CPUs." in T.describe_hops("r", ring, 0)
+    assert "3 hop levels reach all 4 CPUs (port)." in T.describe_hops("r", ring, 0)
     assert "meet 4 ties" in T.describe_walk("r", ring)
     assert "never decide" in T.describe_walk("a", two)
     from numalab.models.machine.tables import compare_machines
