@@ -2,7 +2,7 @@
 
 The data (all on the AMD EPYC 9A64 of the series, node0 = CPUs 0-63,128-191):
 
-* "PCI: skip work_on_cpu() in an unbound async probe worker"-style patch
+* "[PATCH] PCI: Avoid work_on_cpu() in async probe workers"
   (PF_WQ_WORKER test), three NVMe drives on node 0:
   before, all on CPU 0: 53372612 / 49532941 / 47315175 ns;
   after, spread: 34765890 / 34696433 / 33233323 ns.
