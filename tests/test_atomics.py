@@ -235,6 +235,9 @@ def test_load_gate_keeps_machines_that_cannot_show_contention_out():
     mixed = load_gate({"runs": [_quiet_run(120.0, 400, 420)] + [_quiet_run(120.0, 400, 800)] * 2}, 2)
     assert mixed["verdict"] == "quiet"
     assert load_gate({"runs": [{"loadavg": [0.1]}]}, 1)["verdict"] == "machine cannot show contention"
+    # every verdict the gate gives has a legend label
+    for g in (ok, smt, serial, load_gate({"runs": [{}]}, 2), load_gate({"runs": [{"loadavg": [3.0]}]}, 2)):
+        assert g["verdict"] in atomics.GATE_LABELS
 
 
 def test_run_sets_split_a_record_by_its_runs_set():

@@ -45,7 +45,7 @@ from .cc import PRELUDE, compile_shared
 __all__ = ["BenchUnavailable", "library", "pingpong_ns", "pingpong_robust_ns", "latency_matrix",
            "contended_increments", "run_atomics", "run_atomics_repeated", "runs_of", "runs_table",
            "spread_over_runs", "host_cpu", "bench_tables", "render", "load_gate", "dump_cpu_model",
-           "cannot_show_contention", "contention_check"]
+           "cannot_show_contention", "contention_check", "gate_label"]
 
 _C_SOURCE = PRELUDE + r"""
 #define LINE 128   /* two lines: keeps adjacent-line prefetch out of the way */
@@ -1044,6 +1044,22 @@ def load_gate(record: dict, cpus: int) -> dict:
     why = "it ran on one CPU" if cpus < 2 else cannot_show_contention(*_record_pair(record))
     return {"max_load": top, "cpus": cpus,
             "verdict": "machine cannot show contention" if why else "quiet", "why": why or ""}
+
+
+#: A chart legend's words for each :func:`load_gate` verdict: nothing for a
+#: set that enters conclusions, else why it is left out.
+GATE_LABELS = {"quiet": "", "too loaded to show contention": " (left out: load ≥ CPUs)",
+               "machine cannot show contention": " (left out: CPUs cannot contend)",
+               "load not recorded": " (left out: load not recorded)"}
+
+
+def gate_label(verdict: str) -> str:
+    """The legend's words for a :func:`load_gate` verdict.
+
+    >>> gate_label("quiet"), gate_label("too loaded to show contention")
+    ('', ' (left out: load ≥ CPUs)')
+    """
+    return GATE_LABELS[verdict]
 
 
 #: The two groups :func:`run_groups` names: the shared counter's two-thread
